@@ -1,0 +1,1 @@
+"""libtileops code generator: manifests/*.yaml -> operators (parse -> model -> emit)."""

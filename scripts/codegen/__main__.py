@@ -1,0 +1,62 @@
+"""python -m codegen --manifests manifests/*.yaml --kernels-root src/kernels --out build/generated"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import emit_cpp, emit_docs, emit_kernels
+from .model import build_ops
+from .parse import ManifestError, parse_file
+
+
+def write_if_changed(path: str, text: str) -> bool:
+    """Generated files are rewritten only when their content changes (keeps rebuilds incremental)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == text:
+                return False
+    except FileNotFoundError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return True
+
+
+def load_ops(manifest_paths: list[str], root: str | None = None):
+    raws = []
+    for p in sorted(manifest_paths):
+        shown = os.path.relpath(p, root) if root else p
+        raws.append(parse_file(p, shown))
+    return build_ops(raws)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--manifests", nargs="+", required=True)
+    ap.add_argument("--kernels-root", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(args.kernels_root)))  # repo root
+    try:
+        ops = load_ops(args.manifests, root)
+        files = {
+            "tileops_generated/registration.cpp": emit_cpp.emit_registration(ops),
+            "tileops_generated/op_table.cpp": emit_cpp.emit_op_table(ops),
+            "tileops_generated/ops.h": emit_cpp.emit_ops_header(ops),
+            "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
+            "docs/OPS.md": emit_docs.emit(ops),
+        }
+    except (ManifestError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for rel, text in files.items():
+        write_if_changed(os.path.join(args.out, rel), text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,593 @@
+"""Stage 3: emit C++ from the model records (never reads YAML).
+
+Outputs (all in the build folder):
+  registration.cpp  the one TORCH_LIBRARY block: per operator its def and its impls side by side,
+                    plus the generated checks, Meta kernels, boundaries and autograd guards
+  op_table.cpp      the op table: classes, operator names, compile_op_names, JSON for Python
+  ops.h             op ids and input/output/param indices for in-tree targets
+"""
+from __future__ import annotations
+
+import json
+
+from . import exprs
+from .model import DTYPES, NO_DEFAULT, Branch, Op, Output, Param, returned_outputs
+
+
+def banner(sources) -> str:
+    srcs = ", ".join(sorted(set(sources)))
+    return f"// Generated from {srcs} by scripts/codegen; do not edit.\n"
+
+
+def cpp_str(s: str) -> str:
+    return json.dumps(s)  # a JSON string literal is a valid C++ string literal for our ASCII text
+
+
+# ---------------------------------------------------------------------------------------------------
+# Types
+
+
+def param_cpp_type(p: Param) -> str:
+    base = {
+        "int": "int64_t",
+        "float": "double",
+        "bool": "bool",
+        "str": "c10::string_view",
+        "int[]": "c10::SymIntArrayRef",
+        "Device": "c10::Device",
+        "ScalarType": "c10::ScalarType",
+    }[p.type]
+    if p.nullable:
+        return "at::OptionalSymIntArrayRef" if p.type == "int[]" else f"std::optional<{base}>"
+    return base
+
+
+def schema_default(p: Param) -> str:
+    v = p.default
+    if v is NO_DEFAULT:
+        return ""
+    if v is None:
+        return "=None"
+    if isinstance(v, bool):
+        return "=True" if v else "=False"
+    if isinstance(v, tuple):
+        return "=[" + ",".join(str(x) for x in v) + "]"
+    if p.type == "str":
+        return "=" + repr(v).replace('"', "'")
+    if p.type == "ScalarType":
+        return "=" + {"float16": "half", "bfloat16": "bfloat16", "float32": "float", "float64": "double"}.get(v, v)
+    return f"={v}"
+
+
+def branch_args(op: Op, branch: Branch):
+    """(schema text, C++ type, C++ name) per argument, in schema order (target last)."""
+    args, letters = [], iter("abcdefghijklmnopqrstuvwxy")
+    for i in op.inputs:
+        if i.name in branch.writes:
+            ann = f"Tensor({next(letters)}!)" + ("?" if i.optional else "")
+        else:
+            ann = "Tensor?" if i.optional else "Tensor"
+        ctype = "const std::optional<at::Tensor>&" if i.optional else "const at::Tensor&"
+        args.append((f"{ann} {i.name}", ctype, i.name))
+    if branch.out:
+        args.append((f"Tensor(z!) out", "const at::Tensor&", "out"))
+    for p in op.params:
+        args.append((f"{p.schema_type} {p.name}{schema_default(p)}", param_cpp_type(p), p.name))
+    return args
+
+
+def schema(op: Op, branch: Branch) -> str:
+    args = branch_args(op, branch)
+    text = ", ".join(a[0] for a in args)
+    if op.has_boundary:
+        text += (", " if text else "") + "*, str? target=None"
+    rets = returned_outputs(op, branch)
+    ret = "()" if not rets else ("Tensor" if len(rets) == 1 else "(" + ", ".join("Tensor" for _ in rets) + ")")
+    return f"{op.operator_name(branch)}({text}) -> {ret}"
+
+
+def return_type(op: Op, branch: Branch) -> str:
+    n = len(returned_outputs(op, branch))
+    return "void" if n == 0 else ("at::Tensor" if n == 1 else "std::tuple<" + ", ".join(["at::Tensor"] * n) + ">")
+
+
+def cpp_params(op: Op, branch: Branch, with_target: bool) -> str:
+    parts = [f"{t} {n}" for _, t, n in branch_args(op, branch)]
+    if with_target:
+        parts.append("std::optional<c10::string_view> target")
+    return ", ".join(parts)
+
+
+def cpp_arg_names(op: Op, branch: Branch, with_target: bool) -> str:
+    names = [n for _, _, n in branch_args(op, branch)]
+    if with_target:
+        names.append("target")
+    return ", ".join(names)
+
+
+def fn_type(op: Op, branch: Branch) -> str:
+    types = [t for _, t, _ in branch_args(op, branch)]
+    if op.has_boundary:
+        types.append("std::optional<c10::string_view>")
+    return f"{return_type(op, branch)}({', '.join(types)})"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Expressions over SymInt
+
+
+class Env:
+    def __init__(self, op: Op):
+        self.op = op
+        self.symbols: dict[str, str] = {}  # bound symbol -> C++ member expression
+        self.bound_order: list[str] = []
+
+    def name(self, n: str) -> str:
+        if n in self.symbols:
+            return self.symbols[n]
+        p = self.op.param(n)
+        if p is not None and p.type == "int":
+            return f"c10::SymInt({n}{'.value()' if p.nullable else ''})"
+        raise KeyError(n)
+
+    def expr(self, node) -> str:
+        if isinstance(node, exprs.Num):
+            return f"c10::SymInt(int64_t{{{node.value}}})"
+        if isinstance(node, exprs.Name):
+            return self.name(node.id)
+        if isinstance(node, exprs.Call):
+            arg = node.args[0].id
+            return {
+                "len": f"c10::SymInt(static_cast<int64_t>({arg}.size()))",
+                "prod": f"tileops::check::sym_prod({arg})",
+                "ndim": f"c10::SymInt({arg}.dim())",
+                "numel": f"{arg}.sym_numel()",
+                "elem_size": f"c10::SymInt(static_cast<int64_t>({arg}.element_size()))",
+            }[node.fn]
+        if isinstance(node, exprs.Bin):
+            op = "/" if node.op == "//" else node.op
+            return f"({self.expr(node.lhs)} {op} {self.expr(node.rhs)})"
+        raise TypeError(node)
+
+
+def present(op: Op, name: str) -> str:
+    i = op.input(name)
+    return f"tileops::check::present({name})" if i.optional else "true"
+
+
+def tensor_ref(op: Op, name: str) -> str:
+    i = op.input(name)
+    return f"(*{name})" if i.optional else name
+
+
+def first_required_input(op: Op):
+    return next((i for i in op.inputs if not i.optional), None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checks (shared by the Meta kernel and the boundary, SymInt-aware)
+
+
+def emit_shapes_struct(op: Op, env: Env) -> list[str]:
+    lines = [f"struct {op.base_name}__Shapes {{"]
+    if any(isinstance(i.shape, exprs.ShapeList) and any(isinstance(d, exprs.Ellipsis_) for d in i.shape.dims)
+           for i in op.inputs):
+        lines.append("  c10::SymIntArrayRef ellipsis;  // leading dims matched by '...'")
+        lines.append("  bool ellipsis_bound = false;")
+    for inp in op.inputs:
+        if isinstance(inp.shape, exprs.ShapeList):
+            for d in inp.shape.dims:
+                if not isinstance(d, (exprs.Ellipsis_, exprs.Splice)):
+                    for n in sorted(exprs.names_in(d)):
+                        if op.param(n) is None and n not in env.symbols:
+                            env.symbols[n] = f"s.sym_{n}"
+                            lines.append(f"  c10::SymInt sym_{n};")
+    lines.append("};")
+    return lines
+
+
+def emit_where(op: Op, env: Env, names: set[str], bound_now: set[str]) -> str:
+    """A C++ expression describing the values of the names a spec mentions, for error messages."""
+    parts = []
+    for n in sorted(names):
+        p = op.param(n)
+        if p is not None:
+            parts.append(f"tileops::check::describe({cpp_str(n)}, {n})")
+        elif n in bound_now:
+            parts.append(f"tileops::check::describe({cpp_str(n)}, {env.symbols[n]})")
+    return " + ".join(parts) if parts else "std::string()"
+
+
+def emit_input_shape(op: Op, env: Env, inp, bound: set[str]) -> list[str]:
+    t = tensor_ref(op, inp.name)
+    if isinstance(inp.shape, exprs.SameAs):
+        other = tensor_ref(op, inp.shape.input)
+        return [f"if ({present(op, inp.shape.input)} && {t}.sym_sizes() != {other}.sym_sizes())",
+                f"  tileops::check::fail_same_shape(kOp, {cpp_str(inp.name)}, {t}, {cpp_str(inp.shape.input)}, {other});"]
+    dims = inp.shape.dims
+    spec = cpp_str(inp.shape_text)
+    names = set()
+    for d in dims:
+        if isinstance(d, exprs.Splice):
+            names.add(d.param)
+        elif not isinstance(d, exprs.Ellipsis_):
+            names |= exprs.names_in(d)
+    has_ell = any(isinstance(d, exprs.Ellipsis_) for d in dims)
+    n_fixed = sum(1 for d in dims if not isinstance(d, (exprs.Ellipsis_, exprs.Splice)))
+    fixed = " + ".join([str(n_fixed)] + [f"static_cast<int64_t>({d.param}.size())" for d in dims
+                                          if isinstance(d, exprs.Splice)])
+    out = ["{", f"  const c10::SymIntArrayRef sz = {t}.sym_sizes();",
+           f"  const int64_t fixed = {fixed};",
+           f"  auto where = [&]() {{ return {emit_where(op, env, names, bound)}; }};",
+           f"  if (static_cast<int64_t>(sz.size()) {'<' if has_ell else '!='} fixed)",
+           f"    tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where(), sz);",
+           f"  size_t k = {'sz.size() - fixed' if has_ell else '0'};"]
+    for d in dims:
+        if isinstance(d, exprs.Ellipsis_):
+            out += ["  if (!s.ellipsis_bound) { s.ellipsis = sz.slice(0, k); s.ellipsis_bound = true; }",
+                    "  else if (s.ellipsis != sz.slice(0, k))",
+                    f"    tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where() + "
+                    f"tileops::check::describe(\"...\", s.ellipsis), sz);"]
+        elif isinstance(d, exprs.Splice):
+            out += [f"  for (size_t i = 0; i < {d.param}.size(); ++i)",
+                    f"    if (sz[k + i] != {d.param}[i]) tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where(), sz);",
+                    f"  k += {d.param}.size();"]
+        else:
+            unbound = [n for n in exprs.names_in(d) if n in env.symbols and n not in bound]
+            if isinstance(d, exprs.Name) and unbound:
+                out.append(f"  {env.symbols[d.id]} = sz[k];")
+                bound.add(d.id)
+            elif (isinstance(d, exprs.Bin) and d.op == "*" and isinstance(d.lhs, exprs.Num)
+                  and isinstance(d.rhs, exprs.Name) and unbound == [d.rhs.id]):
+                c = d.lhs.value
+                out += [f"  if (sz[k] % {c} != 0) tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where(), sz);",
+                        f"  {env.symbols[d.rhs.id]} = sz[k] / {c};"]
+                bound.add(d.rhs.id)
+            elif unbound:
+                raise ValueError(f"{op.path}:{inp.line}: {op.cls}: input '{inp.name}': cannot solve dim "
+                                 f"'{exprs.render(d)}' for {unbound}; bind them with a bare name first")
+            else:
+                out.append(f"  if (sz[k] != {env.expr(d)}) tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, "
+                           f"{spec}, where(), sz);")
+        if not isinstance(d, (exprs.Ellipsis_, exprs.Splice)):
+            out.append("  k += 1;")
+    out.append("}")
+    return out
+
+
+def emit_dtype_check(op: Op, name: str, rule, t: str) -> list[str]:
+    if rule.kind == "union":
+        allowed = ", ".join(DTYPES[n] for n in rule.names)
+        return [f"tileops::check::require_dtype(kOp, {cpp_str(name)}, {t}, {{{allowed}}}, {cpp_str(rule.text)});"]
+    if rule.kind == "same_as":
+        ref = rule.ref
+        guard = f"if ({present(op, ref)}) " if op.input(ref).optional else ""
+        return [f"{guard}tileops::check::require_same_dtype(kOp, {cpp_str(name)}, {t}, "
+                f"{cpp_str(ref)}, {tensor_ref(op, ref)});"]
+    return []  # promote_int_to_float describes outputs
+
+
+def emit_rule(op: Op, env: Env, rule) -> list[str]:
+    lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
+    return ["{", f"  const c10::SymInt lhs = {lhs};", f"  const c10::SymInt rhs = {rhs};",
+            f"  if (!(lhs {rule.node.op} rhs)) tileops::check::fail_rule(kOp, {cpp_str(rule.text)}, lhs, rhs);",
+            "}"]
+
+
+def emit_check_fn(op: Op) -> tuple[list[str], Env]:
+    env = Env(op)
+    lines = emit_shapes_struct(op, env)
+    dummy = Branch((), False, ())
+    params = ", ".join(f"{t} {n}" for _, t, n in branch_args(op, dummy))
+    lines.append(f"[[maybe_unused]] static {op.base_name}__Shapes {op.base_name}__check(const char* kOp, {params}) {{")
+    lines.append(f"  {op.base_name}__Shapes s;")
+    body = []
+    # Param-only rules first: their message is clearer than a shape mismatch they cause.
+    symbol_rules = []
+    for r in op.rules:
+        if exprs.names_in(r.node) & set(env.symbols):
+            symbol_rules.append(r)
+        else:
+            body += emit_rule(op, env, r)
+    for p in op.params:
+        if p.choices:
+            vals = ", ".join(cpp_str(c) if p.type == "str" else str(c) for c in p.choices)
+            desc = cpp_str(" | ".join(str(c) for c in p.choices))
+            guard = f"if ({p.name}.has_value()) " if p.nullable else ""
+            v = f"*{p.name}" if p.nullable else p.name
+            body.append(f"{guard}tileops::check::require_choice(kOp, {cpp_str(p.name)}, {v}, {{{vals}}}, {desc});")
+    first = first_required_input(op)
+    for i in op.inputs:
+        t = tensor_ref(op, i.name)
+        check = [f"tileops::check::require_strided(kOp, {cpp_str(i.name)}, {t});"]
+        if first is not None and i is not first:
+            check.append(f"tileops::check::require_same_device(kOp, {cpp_str(i.name)}, {t}, "
+                         f"{cpp_str(first.name)}, {first.name});")
+        check += emit_dtype_check(op, i.name, i.dtype, t)
+        if i.optional:
+            body.append(f"if ({present(op, i.name)}) {{")
+            body += ["  " + c for c in check]
+            body.append("}")
+        else:
+            body += check
+    if op.dtype_combos:
+        conds = []
+        for combo in op.dtype_combos:
+            conds.append(" && ".join(f"(!{present(op, n)} || {tensor_ref(op, n)}.scalar_type() == {DTYPES[d]})"
+                                     for n, d in combo))
+        allowed = "; ".join(", ".join(f"{n}={d}" for n, d in combo) for combo in op.dtype_combos)
+        tensors = ", ".join(f"{{{cpp_str(i.name)}, {present(op, i.name)} ? {tensor_ref(op, i.name)}.scalar_type() "
+                            f": c10::ScalarType::Undefined}}" for i in op.inputs)
+        body.append(f"if (!(({') || ('.join(conds)}))) tileops::check::fail_dtype_combo(kOp, {cpp_str(allowed)}, "
+                    f"{{{tensors}}});")
+    bound: set[str] = set()
+    for i in op.inputs:
+        shape_lines = emit_input_shape(op, env, i, bound)
+        if i.optional:
+            body.append(f"if ({present(op, i.name)}) {{")
+            body += ["  " + c for c in shape_lines]
+            body.append("}")
+        else:
+            body += shape_lines
+    for r in symbol_rules:
+        body += emit_rule(op, env, r)
+    lines += ["  " + b for b in body]
+    lines += ["  return s;", "}"]
+    return lines, env
+
+
+# ---------------------------------------------------------------------------------------------------
+# Outputs
+
+
+def emit_output_alloc(op: Op, env: Env, o: Output, var: str, device_src: str) -> list[str]:
+    if o.dtype.kind == "union":
+        if len(o.dtype.names) != 1:
+            raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
+        dtype = DTYPES[o.dtype.names[0]]
+    elif o.dtype.kind == "same_as":
+        dtype = f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
+    else:
+        dtype = f"tileops::check::promote_int_to_float({tensor_ref(op, o.dtype.ref)}.scalar_type())"
+    lines = []
+    if isinstance(o.shape, exprs.SameAs):
+        shape = f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
+    else:
+        lines.append(f"c10::SmallVector<c10::SymInt, 8> {var}_shape;")
+        for d in o.shape.dims:
+            if isinstance(d, exprs.Ellipsis_):
+                lines.append(f"{var}_shape.append(s.ellipsis.begin(), s.ellipsis.end());")
+            elif isinstance(d, exprs.Splice):
+                lines.append(f"{var}_shape.append({d.param}.begin(), {d.param}.end());")
+            else:
+                lines.append(f"{var}_shape.push_back({env.expr(d)});")
+        shape = f"{var}_shape"
+    # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (SPEC §3).
+    lines.append(f"{var} = at::empty_symint({shape}, {device_src}.options().dtype({dtype}));")
+    return lines
+
+
+def emit_out_check(op: Op, o: Output, var: str) -> list[str]:
+    return [f"tileops::check::require_out(kOp, out, {var});"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Boundary, Meta, autograd guard per branch
+
+
+def param_value(p: Param) -> str:
+    n = p.name
+    if p.type == "int[]":
+        if p.nullable:
+            return f"({n}.has_value() ? tileops::ParamValue::ints(C10_AS_INTARRAYREF_SLOW(*{n})) : tileops::ParamValue())"
+        return f"tileops::ParamValue::ints(C10_AS_INTARRAYREF_SLOW({n}))"
+    ctor = {"int": "integer", "float": "real", "bool": "boolean", "str": "string", "Device": "device",
+            "ScalarType": "dtype"}[p.type]
+    if p.nullable:
+        return f"({n}.has_value() ? tileops::ParamValue::{ctor}(*{n}) : tileops::ParamValue())"
+    return f"tileops::ParamValue::{ctor}({n})"
+
+
+def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
+    name = op.operator_name(branch)
+    rets = returned_outputs(op, branch)
+    ret_t = return_type(op, branch)
+    first = first_required_input(op)
+    check_args = ", ".join(n for _, _, n in branch_args(op, Branch((), False, ())))
+    lines = [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line})"]
+
+    def allocate(meta: bool) -> list[str]:
+        body = []
+        for idx, o in enumerate(op.outputs):
+            var = f"o_{o.name}"
+            body.append(f"at::Tensor {var};")
+            if o.aliases and o.aliases in branch.writes:
+                if not meta:
+                    body.append(f"{var} = w_{o.aliases};")
+                continue
+            if o.name in branch.without:
+                continue
+            if o.buffer and branch.out:
+                body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, "
+                            f"{_shape_expr_for_out(op, env, o)}, {_dtype_expr(op, o)});")
+                if not meta:
+                    body.append(f"{var} = out.is_contiguous() ? out : at::empty_symint(out.sym_sizes(), out.options());")
+                continue
+            body += emit_output_alloc(op, env, o, var, first.name)
+        return body
+
+    # Boundary (CUDA and CompositeExplicitAutograd): checks -> contiguous -> target -> kernel -> launch.
+    lines.append(f"static {ret_t} {name}__boundary({cpp_params(op, branch, True)}) {{")
+    lines.append(f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};")
+    lines.append(f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp, {check_args});")
+    body = []
+    for w in branch.writes:
+        t = tensor_ref(op, w)
+        body.append(f"at::Tensor w_{w} = {t}.is_contiguous() ? {t} : {t}.contiguous();")
+    body += allocate(meta=False)
+    ins = []
+    for i in op.inputs:
+        if i.name in branch.writes:
+            ins.append(f"w_{i.name}")
+        elif i.optional:
+            ins.append(f"tileops::check::present({i.name}) ? {i.name}->contiguous() : at::Tensor()")
+        else:
+            ins.append(f"{i.name}.contiguous()")
+    body.append(f"const std::array<at::Tensor, {len(ins)}> ins{{{', '.join(ins)}}};")
+    body.append(f"const std::array<at::Tensor, {len(op.outputs)}> outs{{{', '.join('o_' + o.name for o in op.outputs)}}};")
+    body.append(f"const std::array<tileops::ParamValue, {max(1, len(op.params))}> params{{"
+                f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")
+    body.append("if (!tileops::check::all_empty(outs)) {")
+    body.append(f"  const tileops::OpCall call{{tileops::ops::{op.base_name}::kId, kOp, {first.name}.device(), "
+                f"ins, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), {len(op.params)})}};")
+    body.append("  tileops::runtime::invoke(call, target);")
+    body.append("}")
+    for w in branch.writes:
+        t = tensor_ref(op, w)
+        body.append(f"if (!w_{w}.is_same({t})) {t}.copy_(w_{w});  // a non-contiguous written input is written back")
+    for o in op.outputs:
+        if o.buffer and branch.out:
+            body.append(f"if (!o_{o.name}.is_same(out)) out.copy_(o_{o.name});")
+    body.append(_return_stmt(rets))
+    lines += ["  " + b for b in body]
+    lines.append("}")
+
+    # Meta (fake): shapes, dtypes and contiguous strides from the manifest; never builds a kernel.
+    lines.append(f"static {ret_t} {name}__meta({cpp_params(op, branch, True)}) {{")
+    lines.append(f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};")
+    lines.append(f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp, {check_args});")
+    mbody = allocate(meta=True)
+    mbody.append(_return_stmt(rets))
+    lines += ["  " + b for b in mbody]
+    lines.append("}")
+
+    # Autograd guard: no silent graph drop (SPEC §6a): refuse grad-requiring inputs, else go below.
+    tensors = []
+    for i in op.inputs:
+        tensors.append(f"tileops::check::present({i.name}) ? &*{i.name} : nullptr" if i.optional else f"&{i.name}")
+    lines.append(f"static {ret_t} {name}__autograd({cpp_params(op, branch, True)}) {{")
+    lines.append(f"  tileops::runtime::refuse_grad({cpp_str('tileops::' + name)}, {{{', '.join(tensors)}}});")
+    lines.append("  at::AutoDispatchBelowADInplaceOrView guard;")
+    lines.append(f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("
+                 f"{cpp_str('tileops::' + name)}, \"\").typed<{fn_type(op, branch)}>();")
+    call = f"handle.call({cpp_arg_names(op, branch, True)})"
+    written = [tensor_ref(op, w) for w in branch.writes] + (["out"] if branch.out else [])
+    bumps = [f"  tileops::runtime::bump_version({t});" for t in written]
+    if ret_t == "void":
+        lines += [f"  {call};"] + bumps
+    else:
+        lines += [f"  auto result = {call};"] + bumps + ["  return result;"]
+    lines.append("}")
+    return lines
+
+
+def _shape_expr_for_out(op: Op, env: Env, o: Output) -> str:
+    if isinstance(o.shape, exprs.SameAs):
+        return f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
+    raise ValueError(f"{op.path}:{o.line}: {op.cls}: 'buffer: out' outputs need shape same_as(input) for now")
+
+
+def _dtype_expr(op: Op, o: Output) -> str:
+    if o.dtype.kind == "same_as":
+        return f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
+    if o.dtype.kind == "promote_int_to_float":
+        return f"tileops::check::promote_int_to_float({tensor_ref(op, o.dtype.ref)}.scalar_type())"
+    return DTYPES[o.dtype.names[0]]
+
+
+def _return_stmt(rets) -> str:
+    if not rets:
+        return "return;"
+    if len(rets) == 1:
+        return f"return o_{rets[0].name};"
+    return "return std::make_tuple(" + ", ".join(f"o_{o.name}" for o in rets) + ");"
+
+
+def emit_registration(ops) -> str:
+    impl = [o for o in ops if o.status == "implemented"]
+    unsupported = [o for o in impl if not o.has_boundary]
+    for o in unsupported:
+        raise ValueError(f"{o.path}:{o.line}: {o.cls}: implemented ops without a boundary (composite or without "
+                         "tensor inputs) are not generated yet; mark the entry spec-only")
+    out = [banner(o.path for o in ops),
+           "#include <ATen/ATen.h>", "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
+           "", '#include "boundary/checks.h"', '#include "boundary/runtime.h"', '#include "tileops/op_call.h"',
+           '#include "tileops_generated/ops.h"', "", "namespace tileops::gen {", "namespace {", ""]
+    for op in impl:
+        check_lines, env = emit_check_fn(op)
+        out += check_lines + [""]
+        for b in op.branches:
+            out += emit_branch(op, env, b) + [""]
+    out += ["}  // namespace", "}  // namespace tileops::gen", "",
+            "// One registration unit: each operator's def and its impls side by side.",
+            "TORCH_LIBRARY(tileops, m) {"]
+    for op in impl:
+        for b in op.branches:
+            name = op.operator_name(b)
+            out.append(f"  // {op.cls} ({op.path}:{op.line})")
+            out.append(f"  m.def({cpp_str(schema(op, b))}, {{at::Tag::pt2_compliant_tag}});")
+            for key, fn in (("Meta", "meta"), ("CUDA", "boundary"), ("CompositeExplicitAutograd", "boundary"),
+                            ("Autograd", "autograd")):
+                out.append(f"  m.impl({cpp_str(name)}, torch::dispatch(c10::DispatchKey::{key}, "
+                           f"TORCH_FN(tileops::gen::{name}__{fn})));")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def emit_ops_header(ops) -> str:
+    impl = [o for o in ops if o.status == "implemented"]
+    out = [banner(o.path for o in ops), "#pragma once", "", "namespace tileops::ops {", "",
+           f"constexpr int kNumOps = {len(impl)};", ""]
+    for op in impl:
+        out.append(f"// {op.cls} ({op.path}:{op.line})")
+        out.append(f"namespace {op.base_name} {{")
+        out.append(f"constexpr int kId = {op.op_id};")
+        out.append(f"constexpr const char* kName = {cpp_str('tileops::' + op.base_name)};")
+        for kind, items in (("In", op.inputs), ("Out", op.outputs), ("Param", op.params)):
+            enum = ", ".join(f"{x.name} = {k}" for k, x in enumerate(items))
+            out.append(f"enum {kind} : int {{ {enum} }};" if items else f"enum {kind} : int {{}};")
+        out.append("}")
+        out.append("")
+    out.append("}  // namespace tileops::ops")
+    return "\n".join(out) + "\n"
+
+
+def op_json(op: Op) -> dict:
+    def default(p):
+        return None if p.default is NO_DEFAULT else (list(p.default) if isinstance(p.default, tuple) else p.default)
+    return {
+        "class": op.cls, "family": op.family, "name": op.base_name, "ref_api": op.ref_api,
+        "status": op.status, "has_boundary": op.has_boundary, "manifest": f"{op.path}:{op.line}",
+        "compile_op_names": list(op.compile_op_names),
+        "operators": [{"name": op.operator_name(b), "writes": list(b.writes), "out": b.out,
+                       "without": list(b.without), "schema": schema(op, b)} for b in op.branches],
+        "inputs": [{"name": i.name, "optional": i.optional, "mutated": i.mutated} for i in op.inputs],
+        "outputs": [{"name": o.name, "buffer": o.buffer, "optional": o.optional, "aliases": o.aliases}
+                    for o in op.outputs],
+        "params": [{"name": p.name, "type": p.type, "nullable": p.nullable, "has_default": p.default is not NO_DEFAULT,
+                    "default": default(p)} for p in op.params],
+        "workloads": list(op.workloads),
+    }
+
+
+def emit_op_table(ops) -> str:
+    impl = [o for o in ops if o.status == "implemented"]
+    out = [banner(o.path for o in ops), '#include "tileops/ops.h"', "", "namespace tileops {", "namespace {"]
+    for op in impl:
+        ops_arr = ", ".join(cpp_str("tileops::" + n) for n in op.operator_names)
+        con = ", ".join(cpp_str(n) for n in op.compile_op_names) or "nullptr"
+        out.append(f"const char* const k{op.cls}_operators[] = {{{ops_arr}}};")
+        out.append(f"const char* const k{op.cls}_compile[] = {{{con}}};")
+    out.append("const OpInfo kOps[] = {")
+    for op in impl:
+        out.append(f"    {{{cpp_str(op.cls)}, {cpp_str(op.family)}, {cpp_str(op.base_name)}, {cpp_str(op.ref_api)}, "
+                   f"{cpp_str(f'{op.path}:{op.line}')}, {str(op.has_boundary).lower()}, k{op.cls}_operators, "
+                   f"{len(op.operator_names)}, k{op.cls}_compile, {len(op.compile_op_names)}}},")
+    out.append("};")
+    table = json.dumps([op_json(o) for o in ops], sort_keys=True)
+    # Raw string literal: the JSON never contains the delimiter.
+    out.append(f'const char kJson[] = R"tileops_json({table})tileops_json";')
+    out += ["}  // namespace", "",
+            "c10::ArrayRef<OpInfo> op_table() { return c10::ArrayRef<OpInfo>(kOps, sizeof(kOps) / sizeof(kOps[0])); }",
+            "const char* op_table_json() { return kJson; }", "", "}  // namespace tileops"]
+    return "\n".join(out) + "\n"

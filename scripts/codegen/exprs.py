@@ -1,0 +1,241 @@
+"""Small expression language of manifests: shape specs, shape rules and roofline formulas.
+
+  shape  := 'same_as(' NAME ')' | '[' dim (',' dim)* ']' | '[]'
+  dim    := '...' | '*' NAME | expr
+  rule   := expr CMP expr            CMP in == != <= >= < >
+  expr   := term (('+'|'-') term)*
+  term   := atom (('*'|'//'|'%') atom)*
+  atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+
+Functions: len(int[] param), prod(int[] param), ndim(tensor), numel(tensor), elem_size(tensor).
+Values are immutable records; nothing here knows about C++.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+FUNCTIONS = {"len", "prod", "ndim", "numel", "elem_size"}
+COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
+
+
+class ExprError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Bin:
+    op: str
+    lhs: object
+    rhs: object
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: str
+    lhs: object
+    rhs: object
+
+
+@dataclass(frozen=True)
+class Ellipsis_:
+    pass
+
+
+@dataclass(frozen=True)
+class Splice:
+    param: str
+
+
+@dataclass(frozen=True)
+class ShapeList:
+    dims: tuple  # of Ellipsis_ | Splice | expr
+
+
+@dataclass(frozen=True)
+class SameAs:
+    input: str
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]]))")
+
+
+def _tokens(text: str) -> list[str]:
+    out, pos = [], 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ExprError(f"cannot read '{text[pos:].strip()}' in '{text}'")
+        out.append(m.group(m.lastindex))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text, self.toks, self.i = text, _tokens(text), 0
+
+    def peek(self):
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, expected=None):
+        tok = self.peek()
+        if tok is None or (expected is not None and tok != expected):
+            want = f"'{expected}'" if expected else "more"
+            raise ExprError(f"expected {want} in '{self.text}', got {tok!r}")
+        self.i += 1
+        return tok
+
+    def done(self):
+        if self.peek() is not None:
+            raise ExprError(f"unexpected '{self.peek()}' in '{self.text}'")
+
+    def expr(self):
+        node = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            node = Bin(op, node, self.term())
+        return node
+
+    def term(self):
+        node = self.atom()
+        while self.peek() in ("*", "//", "%"):
+            op = self.take()
+            node = Bin(op, node, self.atom())
+        return node
+
+    def atom(self):
+        tok = self.take()
+        if tok.isdigit():
+            return Num(int(tok))
+        if tok == "(":
+            node = self.expr()
+            self.take(")")
+            return node
+        if re.fullmatch(r"[A-Za-z_]\w*", tok):
+            if self.peek() == "(":
+                if tok not in FUNCTIONS:
+                    raise ExprError(f"unknown function '{tok}' in '{self.text}' (known: {sorted(FUNCTIONS)})")
+                self.take("(")
+                args = [self.expr()]
+                while self.peek() == ",":
+                    self.take(",")
+                    args.append(self.expr())
+                self.take(")")
+                return Call(tok, tuple(args))
+            return Name(tok)
+        raise ExprError(f"unexpected '{tok}' in '{self.text}'")
+
+
+def parse_expr(text: str):
+    p = _Parser(str(text))
+    node = p.expr()
+    p.done()
+    return node
+
+
+def parse_rule(text: str) -> Cmp:
+    p = _Parser(str(text))
+    lhs = p.expr()
+    op = p.peek()
+    if op not in COMPARISONS:
+        raise ExprError(f"a rule compares two expressions with one of {' '.join(COMPARISONS)}: '{text}'")
+    p.take()
+    rhs = p.expr()
+    p.done()
+    return Cmp(op, lhs, rhs)
+
+
+def parse_shape(text: str):
+    text = str(text).strip()
+    m = re.fullmatch(r"same_as\(\s*([A-Za-z_]\w*)\s*\)", text)
+    if m:
+        return SameAs(m.group(1))
+    p = _Parser(text)
+    p.take("[")
+    dims = []
+    if p.peek() != "]":
+        while True:
+            if p.peek() == "...":
+                p.take()
+                dims.append(Ellipsis_())
+            elif p.peek() == "*":
+                p.take()
+                name = p.take()
+                if not re.fullmatch(r"[A-Za-z_]\w*", name):
+                    raise ExprError(f"'*' must be followed by an int[] param name in '{text}'")
+                dims.append(Splice(name))
+            else:
+                dims.append(p.expr())
+            if p.peek() == ",":
+                p.take()
+                continue
+            break
+    p.take("]")
+    p.done()
+    if sum(isinstance(d, Ellipsis_) for d in dims) > 1:
+        raise ExprError(f"at most one '...' per shape: '{text}'")
+    if any(isinstance(d, Ellipsis_) for d in dims[1:]):
+        raise ExprError(f"'...' must be the first dim: '{text}'")
+    return ShapeList(tuple(dims))
+
+
+def names_in(node) -> set[str]:
+    """Every bare name an expression mentions (function arguments included)."""
+    if isinstance(node, Name):
+        return {node.id}
+    if isinstance(node, Call):
+        return set().union(*(names_in(a) for a in node.args))
+    if isinstance(node, (Bin, Cmp)):
+        return names_in(node.lhs) | names_in(node.rhs)
+    return set()
+
+
+_PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
+
+
+def render(node) -> str:
+    """Back to manifest text (for error messages and docs)."""
+    if isinstance(node, Num):
+        return str(node.value)
+    if isinstance(node, Name):
+        return node.id
+    if isinstance(node, Call):
+        return f"{node.fn}({', '.join(render(a) for a in node.args)})"
+    if isinstance(node, Bin):
+        prec = _PREC[node.op]
+        lhs = render(node.lhs)
+        rhs = render(node.rhs)
+        if isinstance(node.lhs, Bin) and _PREC[node.lhs.op] < prec:
+            lhs = f"({lhs})"
+        if isinstance(node.rhs, Bin) and _PREC[node.rhs.op] <= prec:
+            rhs = f"({rhs})"
+        return f"{lhs} {node.op} {rhs}"
+    if isinstance(node, Cmp):
+        return f"{render(node.lhs)} {node.op} {render(node.rhs)}"
+    if isinstance(node, Ellipsis_):
+        return "..."
+    if isinstance(node, Splice):
+        return f"*{node.param}"
+    if isinstance(node, ShapeList):
+        return "[" + ", ".join(render(d) for d in node.dims) + "]"
+    if isinstance(node, SameAs):
+        return f"same_as({node.input})"
+    raise TypeError(node)

@@ -1,0 +1,562 @@
+"""Stage 2: turn parsed manifests into plain immutable records, checking the grammar.
+
+Every rule broken raises ManifestError pointing at the manifest line, the entry, the rule and the fix.
+Nothing here writes files or knows about C++.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from . import exprs
+from .parse import LList, LMap, ManifestError, RawManifest
+
+# Manifest dtype name -> (ATen C++ constant, torch name). The manifest grammar accepts exactly these.
+DTYPES = {
+    "float16": "at::kHalf",
+    "bfloat16": "at::kBFloat16",
+    "float32": "at::kFloat",
+    "float64": "at::kDouble",
+    "int8": "at::kChar",
+    "uint8": "at::kByte",
+    "int16": "at::kShort",
+    "int32": "at::kInt",
+    "int64": "at::kLong",
+    "bool": "at::kBool",
+}
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+# Param type -> schema type. A trailing '?' makes a param nullable (None allowed).
+PARAM_TYPES = {
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "str": "str",
+    "int[]": "SymInt[]",
+    "Device": "Device",
+    "ScalarType": "ScalarType",
+}
+STATUSES = ("spec-only", "implemented")
+
+ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition"}
+SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
+INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
+OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
+PARAM_KEYS = {"type", "default", "choices", "doc"}
+NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class DTypeRule:
+    kind: str  # 'union' | 'same_as' | 'promote_int_to_float'
+    names: tuple = ()  # for 'union'
+    ref: str | None = None  # for 'same_as' / 'promote_int_to_float'
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    dtype: DTypeRule
+    shape: object  # exprs.ShapeList | exprs.SameAs
+    shape_text: str
+    optional: bool
+    mutated: str  # 'no' | 'always' | 'optional'
+    line: int
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    dtype: DTypeRule
+    shape: object
+    shape_text: str
+    buffer: bool
+    optional: bool
+    aliases: str | None
+    line: int
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # key of PARAM_TYPES
+    nullable: bool
+    default: object  # NO_DEFAULT or a Python value (None allowed when nullable)
+    choices: tuple | None
+    line: int
+
+    @property
+    def schema_type(self) -> str:
+        return PARAM_TYPES[self.type] + ("?" if self.nullable else "")
+
+
+@dataclass(frozen=True)
+class Rule:
+    node: exprs.Cmp
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One side-effect branch: which inputs are written, whether `out` is passed, which outputs are dropped."""
+
+    writes: tuple
+    out: bool
+    without: tuple
+
+    @property
+    def suffix(self) -> str:
+        parts = [f"_writes_{w}" for w in sorted(self.writes)]
+        if self.out:
+            parts.append("_out")
+        parts += [f"_without_{o}" for o in sorted(self.without)]
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class Op:
+    cls: str
+    family: str
+    ref_api: str
+    status: str
+    doc: str
+    inputs: tuple
+    outputs: tuple
+    params: tuple
+    rules: tuple
+    dtype_combos: tuple
+    workloads: tuple
+    roofline: object
+    composition: tuple
+    path: str
+    line: int
+    op_id: int = field(default=-1, compare=False)
+
+    @property
+    def base_name(self) -> str:
+        return operator_base_name(self.cls, self.family)
+
+    @property
+    def has_boundary(self) -> bool:
+        # SPEC §2: call-time tensor inputs and no composition.
+        return bool(self.inputs) and not self.composition
+
+    @property
+    def branches(self) -> tuple:
+        return enumerate_branches(self)
+
+    def operator_name(self, branch: Branch) -> str:
+        return self.base_name + branch.suffix
+
+    @property
+    def operator_names(self) -> tuple:
+        return tuple(self.operator_name(b) for b in self.branches)
+
+    @property
+    def compile_op_names(self) -> tuple:
+        if not self.has_boundary or self.status != "implemented":
+            return ()
+        return tuple(f"tileops::{n}" for n in self.operator_names)
+
+    def input(self, name: str) -> Input | None:
+        return next((i for i in self.inputs if i.name == name), None)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    return s.lower()
+
+
+def operator_base_name(cls: str, family: str) -> str:
+    stem = snake(cls[:-2] if cls.endswith("Op") else cls)
+    if stem == family or stem.startswith(family + "_"):
+        return stem
+    return f"{family}_{stem}"
+
+
+def enumerate_branches(op: Op) -> tuple:
+    always = tuple(i.name for i in op.inputs if i.mutated == "always")
+    maybe = [i.name for i in op.inputs if i.mutated == "optional"]
+    has_buffer = any(o.buffer for o in op.outputs)
+    droppable = [o.name for o in op.outputs if o.optional]
+    out = []
+    for picks in itertools.product((False, True), repeat=len(maybe)):
+        writes = always + tuple(n for n, p in zip(maybe, picks) if p)
+        for use_out in ((False, True) if has_buffer else (False,)):
+            for drops in itertools.product((False, True), repeat=len(droppable)):
+                without = tuple(n for n, d in zip(droppable, drops) if d)
+                out.append(Branch(tuple(sorted(writes)), use_out, tuple(sorted(without))))
+    return tuple(out)
+
+
+def returned_outputs(op: Op, branch: Branch) -> tuple:
+    """Outputs a branch returns: not a written input, not the out buffer, not dropped."""
+    result = []
+    for o in op.outputs:
+        if o.aliases and o.aliases in branch.writes:
+            continue
+        if o.buffer and branch.out:
+            continue
+        if o.name in branch.without:
+            continue
+        result.append(o)
+    return tuple(result)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building records from the parsed YAML
+
+
+class _Ctx:
+    def __init__(self, path: str, cls: str):
+        self.path, self.cls = path, cls
+
+    def fail(self, line: int, msg: str):
+        raise ManifestError(self.path, line, self.cls, msg)
+
+    def keys(self, m, allowed: set, what: str, required: tuple = ()):
+        if not isinstance(m, LMap):
+            self.fail(getattr(m, "line", 0), f"{what} must be a mapping, got {type(m).__name__}")
+        for k in m:
+            if k not in allowed:
+                self.fail(m.line_of(k), f"unknown key '{k}' in {what}; allowed: {', '.join(sorted(allowed))}")
+        for k in required:
+            if k not in m:
+                self.fail(m.line, f"{what} is missing required key '{k}'")
+
+
+def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str) -> DTypeRule:
+    if not isinstance(text, str):
+        ctx.fail(line, f"{what}: dtype must be a string like 'float16 | bfloat16' or 'same_as(x)'")
+    t = text.strip()
+    m = re.fullmatch(r"(same_as|promote_int_to_float)\(\s*([A-Za-z_]\w*)\s*\)", t)
+    if m:
+        if m.group(2) not in known_inputs:
+            ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{m.group(2)}'; "
+                           f"known inputs before it: {', '.join(known_inputs) or '(none)'}")
+        return DTypeRule(m.group(1), ref=m.group(2), text=t)
+    names = tuple(n.strip() for n in t.split("|"))
+    for n in names:
+        if n not in DTYPES:
+            ctx.fail(line, f"{what}: unknown dtype '{n}'; known: {', '.join(DTYPES)}")
+    if len(set(names)) != len(names):
+        ctx.fail(line, f"{what}: dtype union '{t}' repeats a dtype")
+    return DTypeRule("union", names=names, text=t)
+
+
+def _shape(ctx: _Ctx, text, line: int, what: str):
+    try:
+        return exprs.parse_shape(str(text))
+    except exprs.ExprError as e:
+        ctx.fail(line, f"{what}: shape does not parse: {e}")
+
+
+def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
+    if isinstance(spec, str):
+        spec_map = LMap({"type": spec})
+        spec_map.line, spec_map.key_lines = line, {}
+        spec = spec_map
+    ctx.keys(spec, PARAM_KEYS, f"param '{name}'", required=("type",))
+    ptype = str(spec["type"]).strip()
+    nullable = ptype.endswith("?")
+    base = ptype[:-1] if nullable else ptype
+    if base not in PARAM_TYPES:
+        ctx.fail(spec.line_of("type"), f"param '{name}': unknown type '{ptype}'; known: "
+                                       f"{', '.join(PARAM_TYPES)} (append '?' for None)")
+    default = spec.get("default", NO_DEFAULT)
+    if "default" in spec:
+        ok = {
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "bool": lambda v: isinstance(v, bool),
+            "str": lambda v: isinstance(v, str),
+            "int[]": lambda v: isinstance(v, list) and all(isinstance(x, int) for x in v),
+            "Device": lambda v: isinstance(v, str),
+            "ScalarType": lambda v: v in DTYPES,
+        }[base]
+        if default is None and not nullable:
+            ctx.fail(spec.line_of("default"), f"param '{name}': default null needs a nullable type '{base}?'")
+        if default is not None and not ok(default):
+            ctx.fail(spec.line_of("default"), f"param '{name}': default {default!r} is not a {base}")
+        if isinstance(default, list):
+            default = tuple(default)
+    choices = spec.get("choices")
+    if choices is not None:
+        if base not in ("str", "int") or not isinstance(choices, list) or not choices:
+            ctx.fail(spec.line_of("choices"), f"param '{name}': choices must be a non-empty list of {base}")
+        choices = tuple(choices)
+    return Param(name, base, nullable, default, choices, line)
+
+
+def build_op(raw_path: str, cls: str, entry) -> Op:
+    ctx = _Ctx(raw_path, cls)
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9]*Op", cls):
+        ctx.fail(getattr(entry, "line", 0), "op class names are CamelCase and end with 'Op'")
+    ctx.keys(entry, ENTRY_KEYS, "an entry", required=("family", "ref_api", "status", "signature"))
+    family = entry["family"]
+    if not isinstance(family, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", family):
+        ctx.fail(entry.line_of("family"), f"family must be a lower_snake name, got {family!r}")
+    status = entry["status"]
+    if status not in STATUSES:
+        ctx.fail(entry.line_of("status"), f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    ref_api = entry["ref_api"]
+    if not isinstance(ref_api, str) or not ref_api.strip():
+        ctx.fail(entry.line_of("ref_api"), "ref_api names the PyTorch function (or formula) the op must match")
+
+    sig = entry["signature"]
+    ctx.keys(sig, SIGNATURE_KEYS, "signature", required=("outputs",))
+    names_seen: dict[str, int] = {}
+
+    def new_name(name, line, what):
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            ctx.fail(line, f"{what} name {name!r} must be lower_snake")
+        if name in ("target", "out", "self"):
+            ctx.fail(line, f"{what} name '{name}' is reserved by the generated schema")
+        if name in names_seen:
+            ctx.fail(line, f"name '{name}' is used twice in the signature (first at line {names_seen[name]})")
+        names_seen[name] = line
+
+    params = []
+    raw_params = sig.get("params") or LMap()
+    if raw_params and not isinstance(raw_params, LMap):
+        ctx.fail(sig.line_of("params"), "params must be a mapping name -> {type, default, ...}")
+    for name, spec in raw_params.items():
+        new_name(name, raw_params.line_of(name), "param")
+        params.append(_param(ctx, name, spec, raw_params.line_of(name)))
+    # Schema rule: once a param has a default, the ones after it need one too.
+    seen_default = False
+    for p in params:
+        if p.default is not NO_DEFAULT:
+            seen_default = True
+        elif seen_default:
+            ctx.fail(p.line, f"param '{p.name}' has no default but follows a param that has one; "
+                             "give it a default or move it up")
+
+    inputs = []
+    raw_inputs = sig.get("inputs") or LMap()
+    if raw_inputs and not isinstance(raw_inputs, LMap):
+        ctx.fail(sig.line_of("inputs"), "inputs must be a mapping name -> {dtype, shape, ...}")
+    for name, spec in raw_inputs.items():
+        line = raw_inputs.line_of(name)
+        new_name(name, line, "input")
+        ctx.keys(spec, INPUT_KEYS, f"input '{name}'", required=("dtype", "shape"))
+        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), [i.name for i in inputs], f"input '{name}'")
+        shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
+        if isinstance(shape, exprs.SameAs) and shape.input not in [i.name for i in inputs]:
+            ctx.fail(spec.line_of("shape"), f"input '{name}': shape same_as({shape.input}) must name an earlier input")
+        optional = spec.get("optional", False)
+        if not isinstance(optional, bool):
+            ctx.fail(spec.line_of("optional"), f"input '{name}': optional must be true or false")
+        mutated = spec.get("mutated", False)
+        if mutated not in (False, True, "optional"):
+            ctx.fail(spec.line_of("mutated"), f"input '{name}': mutated must be true, false or 'optional' "
+                                              "(a branch per choice)")
+        mutated = {False: "no", True: "always", "optional": "optional"}[mutated]
+        inputs.append(Input(name, dtype, shape, str(spec["shape"]), optional, mutated, line))
+
+    input_names = [i.name for i in inputs]
+    outputs = []
+    raw_outputs = sig["outputs"]
+    if not isinstance(raw_outputs, LMap):
+        ctx.fail(sig.line_of("outputs"), "outputs must be a mapping name -> {dtype, shape, ...}")
+    for name, spec in raw_outputs.items():
+        line = raw_outputs.line_of(name)
+        new_name(name, line, "output")
+        ctx.keys(spec, OUTPUT_KEYS, f"output '{name}'", required=("dtype", "shape"))
+        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), input_names, f"output '{name}'")
+        shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"output '{name}'")
+        if isinstance(shape, exprs.SameAs) and shape.input not in input_names:
+            ctx.fail(spec.line_of("shape"), f"output '{name}': shape same_as({shape.input}) names no input")
+        buffer = spec.get("buffer")
+        if buffer not in (None, "out"):
+            ctx.fail(spec.line_of("buffer"), f"output '{name}': buffer must be 'out' (the caller may pass it)")
+        aliases = spec.get("aliases")
+        if aliases is not None:
+            target = next((i for i in inputs if i.name == aliases), None)
+            if target is None or target.mutated == "no":
+                ctx.fail(spec.line_of("aliases"), f"output '{name}': aliases '{aliases}' must name a mutated input")
+        optional = spec.get("optional", False)
+        outputs.append(Output(name, dtype, shape, str(spec["shape"]), buffer == "out", bool(optional), aliases, line))
+    if sum(o.buffer for o in outputs) > 1:
+        ctx.fail(sig.line_of("outputs"), "at most one output may be 'buffer: out'")
+
+    # Shape names: params, symbols bound by input shapes, and tensors (for ndim/numel).
+    int_params = {p.name for p in params if p.type == "int"}
+    list_params = {p.name for p in params if p.type == "int[]"}
+    symbols: set[str] = set()
+    for inp in inputs:
+        if isinstance(inp.shape, exprs.ShapeList):
+            for d in inp.shape.dims:
+                if isinstance(d, exprs.Splice):
+                    if d.param not in list_params:
+                        ctx.fail(inp.line, f"input '{inp.name}': '*{d.param}' must splice an int[] param")
+                elif not isinstance(d, exprs.Ellipsis_):
+                    for n in exprs.names_in(d):
+                        if n not in int_params:
+                            symbols.add(n)
+    for out in outputs:
+        if isinstance(out.shape, exprs.ShapeList):
+            for d in out.shape.dims:
+                if isinstance(d, exprs.Ellipsis_) and not any(
+                        isinstance(i.shape, exprs.ShapeList) and any(isinstance(x, exprs.Ellipsis_) for x in i.shape.dims)
+                        for i in inputs):
+                    ctx.fail(out.line, f"output '{out.name}': '...' needs an input whose shape has '...'")
+                if isinstance(d, exprs.Splice) and d.param not in list_params:
+                    ctx.fail(out.line, f"output '{out.name}': '*{d.param}' must splice an int[] param")
+                if not isinstance(d, (exprs.Ellipsis_, exprs.Splice)):
+                    unknown = exprs.names_in(d) - symbols - int_params
+                    if unknown:
+                        ctx.fail(out.line, f"output '{out.name}': shape names {sorted(unknown)} that no input "
+                                           "shape binds and no int param provides")
+
+    rules = []
+    raw_rules = sig.get("shape_rules") or LList()
+    for i, text in enumerate(raw_rules):
+        line = getattr(raw_rules, "line", sig.line_of("shape_rules")) + i
+        try:
+            node = exprs.parse_rule(text)
+        except exprs.ExprError as e:
+            ctx.fail(line, f"shape rule does not parse: {e}")
+        _check_names(ctx, node, line, symbols | int_params, list_params, set(input_names), f"shape rule '{text}'")
+        rules.append(Rule(node, str(text), line))
+
+    combos = []
+    for combo in sig.get("dtype_combos") or LList():
+        if not isinstance(combo, LMap) or not combo:
+            ctx.fail(sig.line_of("dtype_combos"), "each dtype combo maps input names to one dtype")
+        for k, v in combo.items():
+            if k not in input_names:
+                ctx.fail(combo.line_of(k), f"dtype combo names unknown input '{k}'")
+            if v not in DTYPES:
+                ctx.fail(combo.line_of(k), f"dtype combo: unknown dtype '{v}'")
+        combos.append(tuple(combo.items()))
+
+    composition = entry.get("composition") or ()
+    if composition and (not isinstance(composition, list) or not all(isinstance(c, str) for c in composition)):
+        ctx.fail(entry.line_of("composition"), "composition lists the op classes the op is built from")
+
+    roofline = entry.get("roofline")
+    if roofline is not None:
+        roofline = _roofline(ctx, roofline, entry.line_of("roofline"), set(input_names),
+                             {p.name for p in params} | symbols)
+    workloads = tuple(_workloads(ctx, entry.get("workloads") or LList(), inputs, params))
+
+    return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
+              tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
+              getattr(entry, "line", 0))
+
+
+def _check_names(ctx, node, line, scalars, lists, tensors, what):
+    for n in _bare_names(node):
+        if n not in scalars:
+            ctx.fail(line, f"{what}: '{n}' is not an int param or a dim bound by an input shape")
+    for call in _calls(node):
+        arg = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], exprs.Name) else None
+        want = lists if call.fn in ("len", "prod") else tensors
+        if arg is None or arg.id not in want:
+            kind = "an int[] param" if call.fn in ("len", "prod") else "a tensor input"
+            ctx.fail(line, f"{what}: {call.fn}() takes {kind}")
+
+
+def _bare_names(node):
+    if isinstance(node, exprs.Name):
+        yield node.id
+    elif isinstance(node, (exprs.Bin, exprs.Cmp)):
+        yield from _bare_names(node.lhs)
+        yield from _bare_names(node.rhs)
+
+
+def _calls(node):
+    if isinstance(node, exprs.Call):
+        yield node
+    elif isinstance(node, (exprs.Bin, exprs.Cmp)):
+        yield from _calls(node.lhs)
+        yield from _calls(node.rhs)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    vars: tuple  # (name, expr) in order
+    flops: object
+    bytes: object
+    text: tuple  # (flops text, bytes text)
+
+
+def _roofline(ctx, raw, line, tensors, names) -> Roofline:
+    ctx.keys(raw, {"vars", "flops", "bytes"}, "roofline", required=("flops", "bytes"))
+    known = set(names)
+    var_items = []
+    for k, v in (raw.get("vars") or LMap()).items():
+        try:
+            var_items.append((k, exprs.parse_expr(v)))
+        except exprs.ExprError as e:
+            ctx.fail(raw.line_of("vars"), f"roofline var '{k}': {e}")
+        known.add(k)
+    parsed = {}
+    for key in ("flops", "bytes"):
+        try:
+            parsed[key] = exprs.parse_expr(raw[key])
+        except exprs.ExprError as e:
+            ctx.fail(raw.line_of(key), f"roofline {key}: {e}")
+    for name, node in var_items + [("flops", parsed["flops"]), ("bytes", parsed["bytes"])]:
+        unknown = set(_bare_names(node)) - known
+        if unknown:
+            ctx.fail(raw.line, f"roofline {name} uses unknown names {sorted(unknown)}")
+    return Roofline(tuple(var_items), parsed["flops"], parsed["bytes"], (str(raw["flops"]), str(raw["bytes"])))
+
+
+def _workloads(ctx, raw, inputs, params):
+    names = {i.name for i in inputs}
+    for w in raw:
+        if not isinstance(w, LMap) or "name" not in w:
+            ctx.fail(getattr(raw, "line", 0), "each workload is a mapping with a 'name'")
+        for k in w:
+            if k not in names | {"name", "dtypes", "params"}:
+                ctx.fail(w.line_of(k), f"workload '{w['name']}': unknown key '{k}' (inputs, dtypes, params)")
+        for d in w.get("dtypes") or []:
+            if d not in DTYPES:
+                ctx.fail(w.line_of("dtypes"), f"workload '{w['name']}': unknown dtype '{d}'")
+        yield dict(w)
+
+
+def build_ops(manifests: list[RawManifest]) -> tuple:
+    ops, seen, names = [], {}, {}
+    for m in manifests:
+        for cls, entry in m.entries.items():
+            if cls in seen:
+                raise ManifestError(m.path, m.entries.line_of(cls), cls,
+                                    f"op class defined twice (first in {seen[cls]})")
+            seen[cls] = f"{m.path}:{m.entries.line_of(cls)}"
+            op = build_op(m.path, cls, entry)
+            for n in op.operator_names:
+                if n in names:
+                    raise ManifestError(m.path, op.line, cls, f"operator 'tileops::{n}' also comes from {names[n]}")
+                names[n] = cls
+            ops.append(op)
+    classes = {o.cls for o in ops}
+    for op in ops:
+        for sub in op.composition:
+            if sub not in classes:
+                raise ManifestError(op.path, op.line, op.cls, f"composition names unknown op class '{sub}'")
+    ops.sort(key=lambda o: (o.family, o.cls))
+    # Stable ids in (family, class) order: the generated C++ tables index by them.
+    out, next_id = [], 0
+    for op in ops:
+        if op.status == "implemented":
+            out.append(_with_id(op, next_id))
+            next_id += 1
+        else:
+            out.append(op)
+    return tuple(out)
+
+
+def _with_id(op: Op, op_id: int) -> Op:
+    from dataclasses import replace
+    return replace(op, op_id=op_id)

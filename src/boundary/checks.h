@@ -1,0 +1,53 @@
+// The one family of argument-check helpers the generated code calls. Every failure is a c10::Error
+// naming the operator, the argument and the manifest rule it broke, e.g.
+//   tileops::norm_rms_norm_fwd: 'weight' must have shape [*normalized_shape] (normalized_shape=[4096]), got [4095]
+// Checks are SymInt-aware so the same code runs in the Meta kernel under dynamic shapes.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymInt.h>
+#include <c10/core/SymIntArrayRef.h>
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace tileops::check {
+
+inline bool present(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+template <size_t N>
+bool all_empty(const std::array<at::Tensor, N>& outs) {
+  for (const auto& t : outs)
+    if (t.defined() && t.sym_numel() != 0) return false;
+  return true;
+}
+
+c10::SymInt sym_prod(c10::SymIntArrayRef dims);
+c10::ScalarType promote_int_to_float(c10::ScalarType t);
+
+std::string describe(const char* name, c10::SymIntArrayRef dims);
+std::string describe(const char* name, const c10::SymInt& v);
+
+void require_strided(const char* op, const char* arg, const at::Tensor& t);
+void require_dtype(const char* op, const char* arg, const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed,
+                   const char* rule);
+void require_same_dtype(const char* op, const char* arg, const at::Tensor& t, const char* ref_name, const at::Tensor& ref);
+void require_same_device(const char* op, const char* arg, const at::Tensor& t, const char* ref_name, const at::Tensor& ref);
+void require_choice(const char* op, const char* arg, int64_t v, std::initializer_list<int64_t> allowed, const char* rule);
+void require_choice(const char* op, const char* arg, c10::string_view v, std::initializer_list<const char*> allowed,
+                    const char* rule);
+// `out` must have exactly the shape/dtype the manifest gives the output and live on ref's device.
+void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& ref, c10::SymIntArrayRef shape,
+                      c10::ScalarType dtype);
+
+[[noreturn]] void fail_shape(const char* op, const char* arg, const char* spec, const std::string& where,
+                             c10::SymIntArrayRef got);
+[[noreturn]] void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const char* ref_name,
+                                  const at::Tensor& ref);
+[[noreturn]] void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs);
+[[noreturn]] void fail_dtype_combo(const char* op, const char* allowed,
+                                   std::initializer_list<std::pair<const char*, c10::ScalarType>> got);
+
+}  // namespace tileops::check

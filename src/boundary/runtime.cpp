@@ -1,0 +1,148 @@
+#include "boundary/runtime.h"
+
+#include <c10/core/GradMode.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <shared_mutex>
+
+#include "common/counters.h"
+#include "common/log.h"
+#include "jit/cuda_driver.h"
+#include "targets/registry.h"
+#include "tileops/ops.h"
+
+namespace tileops::runtime {
+namespace {
+
+using registry::Snapshot;
+using registry::Target;
+
+[[noreturn]] void fail_target(const OpCall& call, const std::string& msg) {
+  TORCH_CHECK(false, call.op_name, ": ", msg);
+}
+
+const Target* detect(const Snapshot& snap, const OpCall& call) {
+  const Target* found = nullptr;
+  // Non-fallback (out-of-tree) detectors first, then the fallbacks (in-tree targets).
+  for (bool fallback : {false, true}) {
+    for (const auto& t : snap.targets) {
+      if (t->fallback != fallback || !t->detector) continue;
+      bool claims = false;
+      try {
+        claims = t->detector(call.device);
+      } catch (const std::exception& e) {
+        fail_target(call, "the detector of target '" + t->name + "' threw for device " + call.device.str() + ": " +
+                              e.what());
+      }
+      if (!claims) continue;
+      if (found != nullptr)
+        fail_target(call, "targets '" + found->name + "' and '" + t->name + "' both claim device " +
+                              call.device.str() + "; pass target= or set a process default to choose");
+      found = t.get();
+    }
+    if (found) return found;
+  }
+  fail_target(call, "no target serves device " + call.device.str() + " (registered: " + registry::names_of(snap) + ")");
+}
+
+const Target* resolve(const Snapshot& snap, const OpCall& call, const std::optional<c10::string_view>& name) {
+  if (name.has_value()) {
+    const Target* t = registry::find(snap, *name);
+    if (t == nullptr)
+      fail_target(call, "unknown target '" + std::string(*name) + "' (registered: " + registry::names_of(snap) + ")");
+    return t;
+  }
+  if (snap.default_target) return snap.default_target;
+  return detect(snap, call);
+}
+
+// Stream capture forbids what a build does (compile, module load, allocation): refuse before it.
+void refuse_build_during_capture(const OpCall& call, const registry::OpKernels& ok, const BuildKey& key) {
+  if (!call.device.is_cuda()) return;
+  const CUstream stream = c10::cuda::getCurrentCUDAStream(call.device.index()).stream();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  jit::check_cu(jit::driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  if (status == CU_STREAM_CAPTURE_STATUS_NONE) return;
+  counters::bump(counters::kCaptureRefusals);
+  const std::string what = ok.builder.describe ? ok.builder.describe(key) : std::string("kernel");
+  fail_target(call, "kernel " + what + " (target '" + ok.target + "', " + call.device.str() +
+                        ") is not built yet and the current stream is being captured into a CUDA graph; building "
+                        "may compile and allocate, which capture forbids. Warm up first: call the op once with the "
+                        "same shapes, dtypes and target before capturing");
+}
+
+const Kernel* build(const OpCall& call, registry::OpKernels& ok, const registry::CacheKey& ck) {
+  if (call.device.is_meta())
+    fail_target(call, "refusing to construct a kernel for meta tensors: meta/fake calls answer from the Meta kernel "
+                      "and cannot warm up a kernel");
+  refuse_build_during_capture(call, ok, ck.key);
+  std::lock_guard<std::mutex> build_lock(ok.build_mu);
+  {
+    std::shared_lock<std::shared_mutex> lock(ok.mu);  // another thread may have built it meanwhile
+    auto it = ok.kernels.find(ck);
+    if (it != ok.kernels.end()) return it->second.get();
+  }
+  std::shared_ptr<const Kernel> kernel = ok.builder.build(call, ck.key);
+  TORCH_CHECK(kernel != nullptr, call.op_name, ": target '", ok.target, "' built no kernel");
+  counters::bump(counters::kKernelBuilds);
+  if (ok.builder.describe)
+    log::debug("tileops: built " + ok.builder.describe(ck.key) + " for " + call.device.str() + " (target '" +
+               ok.target + "')");
+  std::unique_lock<std::shared_mutex> lock(ok.mu);
+  return ok.kernels.emplace(ck, std::move(kernel)).first->second.get();
+}
+
+}  // namespace
+
+void invoke(const OpCall& call, const std::optional<c10::string_view>& target_name) {
+  const Snapshot& snap = registry::current();
+  const Target* target = resolve(snap, call, target_name);
+  registry::OpKernels* ok = target->ops[call.op_id].get();
+  if (ok == nullptr) {
+    std::string serving;
+    for (const auto& t : snap.targets)
+      if (t->ops[call.op_id]) serving += (serving.empty() ? "'" : ", '") + t->name + "'";
+    fail_target(call, "target '" + target->name + "' has no kernel for this op (targets that do: " +
+                          (serving.empty() ? "none" : serving) + ")");
+  }
+  try {
+    const registry::CacheKey ck{ok->builder.identity(call), static_cast<int8_t>(call.device.type()),
+                                static_cast<int8_t>(call.device.index())};
+    const Kernel* kernel = nullptr;
+    {
+      std::shared_lock<std::shared_mutex> lock(ok->mu);
+      auto it = ok->kernels.find(ck);
+      if (it != ok->kernels.end()) kernel = it->second.get();
+    }
+    if (kernel != nullptr) {
+      counters::bump(counters::kKernelHits);
+    } else {
+      kernel = build(call, *ok, ck);
+    }
+    kernel->launch(call);
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    if (msg.rfind(call.op_name, 0) == 0) throw;
+    TORCH_CHECK(false, call.op_name, " (target '", target->name, "'): ", msg);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, call.op_name, " (target '", target->name, "'): ", e.what());
+  }
+}
+
+void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs) {
+  if (!c10::GradMode::is_enabled()) return;
+  for (const at::Tensor* t : inputs) {
+    if (t != nullptr && t->defined() && t->requires_grad())
+      TORCH_CHECK(false, op,
+                  ": an input requires grad, but this op has no autograd formula (forward and backward are separate "
+                  "tileops ops). Call it under torch.no_grad() / torch.inference_mode(), or detach the inputs");
+  }
+}
+
+void bump_version(const at::Tensor& t) {
+  if (t.defined() && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+}
+
+}  // namespace tileops::runtime

@@ -1,0 +1,22 @@
+// The boundary runtime, called by the generated operator bodies: target resolution, kernel cache,
+// build (refused for meta tensors and during CUDA graph capture), launch.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <initializer_list>
+#include <optional>
+
+#include "tileops/op_call.h"
+
+namespace tileops::runtime {
+
+// checks done -> resolve target -> identity -> cache lookup (-> build) -> launch.
+void invoke(const OpCall& call, const std::optional<c10::string_view>& target);
+
+// Autograd guard: error when grad mode is on and an input requires grad (no silent graph drop).
+void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs);
+// Version counter bump for tensors a branch writes (what ADInplaceOrView would do).
+void bump_version(const at::Tensor& t);
+
+}  // namespace tileops::runtime

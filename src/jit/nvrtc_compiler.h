@@ -1,0 +1,31 @@
+// Compiles one kernel specialisation to CUBIN with NVRTC. Torch-free.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tileops::jit {
+
+// A JIT specialisation: a value with a readable name (e.g. "rms_norm_fwd__bf16__n4096__sm_90a").
+struct KernelSource {
+  std::string name;             // readable specialisation name, used in logs, errors and disk keys
+  std::string source;           // translation unit text
+  std::vector<std::pair<std::string, std::string>> headers;  // include name -> content
+  std::string name_expression;  // e.g. "tileops::rms_norm_fwd<float, 4096>"; its lowered name is looked up
+  std::vector<std::string> options;  // extra NVRTC options (e.g. "-DX=1"); the arch option is added
+  std::string arch;             // "sm_90a", "sm_80", ...: CUBIN for exactly this architecture
+};
+
+struct Cubin {
+  std::string image;         // the CUBIN bytes
+  std::string lowered_name;  // mangled symbol of name_expression
+};
+
+// Throws JitError naming the specialisation, the options, the NVRTC log and the numbered source.
+Cubin compile_to_cubin(const KernelSource& src);
+
+// Key for the on-disk cache: "<name>-<16 hex>" where the hash covers the source, headers, name
+// expression, options, arch, NVRTC version and the cache-format version.
+std::string disk_key(const KernelSource& src);
+
+}  // namespace tileops::jit

@@ -1,0 +1,90 @@
+// RMSNorm forward, register-resident rows: y = x * rsqrt(mean(x^2) + eps) * w, in float32, rounded
+// once to T (torch.nn.functional.rms_norm's semantics).
+//
+// Layout: a CTA holds ROWS rows, TPR threads per row; thread t of a row owns the VEC-wide vectors
+// t, t + TPR, t + 2*TPR, ... of that row. With CACHE the row stays in registers between the
+// sum-of-squares pass and the scale pass (one HBM read); without it the second pass reads again
+// (rows too long for registers; the re-read mostly hits L2).
+// Host side (src/targets/nvrtc/norm_rms_norm_fwd.cpp) picks the template arguments; requires
+// N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16.
+#pragma once
+#include "common/dtypes.cuh"
+#include "common/reduce.cuh"
+
+namespace tileops {
+
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPR * ROWS)
+rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
+  using V = Vec<T, VEC>;
+  constexpr int kVecs = N / VEC;                      // vectors per row
+  constexpr int kPerThread = (kVecs + TPR - 1) / TPR; // vectors per thread
+  constexpr bool kExact = kVecs % TPR == 0;
+  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
+
+  const int t = threadIdx.x % TPR;
+  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
+  // Inactive threads still take part in the shuffles (full-warp masks), they just load nothing.
+  const bool active = row < rows;
+  const V* xr = reinterpret_cast<const V*>(x + (active ? row : 0) * N);
+  V* yr = reinterpret_cast<V*>(y + (active ? row : 0) * N);
+  const V* wr = reinterpret_cast<const V*>(w);
+
+  float ss = 0.f;
+  if constexpr (CACHE) {
+    V cache[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int c = i * TPR + t;
+      if (active && (kExact || c < kVecs)) {
+        cache[i] = xr[c];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
+      }
+    }
+    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + __uint_as_float(EPS_BITS));
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int c = i * TPR + t;
+      if (active && (kExact || c < kVecs)) {
+        V out;
+        V wv;
+        if constexpr (HAS_WEIGHT) wv = wr[c];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          float f = to_float(cache[i].v[j]) * r;
+          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+          out.v[j] = from_float<T>(f);
+        }
+        yr[c] = out;
+      }
+    }
+  } else {
+#pragma unroll 4
+    for (int c = t; c < kVecs; c += TPR) {
+      if (!active) break;
+      const V v = xr[c];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
+    }
+    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + __uint_as_float(EPS_BITS));
+    // Walk back from the end: the tail of the row was read last and is the likeliest to be in L2.
+#pragma unroll 4
+    for (int c = kVecs - 1 - ((kVecs - 1 - t) % TPR + TPR) % TPR; c >= 0; c -= TPR) {
+      if (!active) break;
+      const V v = xr[c];
+      V out;
+      V wv;
+      if constexpr (HAS_WEIGHT) wv = wr[c];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float f = to_float(v.v[j]) * r;
+        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+        out.v[j] = from_float<T>(f);
+      }
+      yr[c] = out;
+    }
+  }
+}
+
+}  // namespace tileops

@@ -1,0 +1,146 @@
+#include "targets/nvrtc/norm_rms_norm_fwd.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cfloat>
+#include <cstring>
+#include <memory>
+
+#include "targets/nvrtc/nvrtc_target.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+namespace op = tileops::ops::norm_rms_norm_fwd;
+
+const char* type_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return "tileops::f16";
+    case c10::ScalarType::BFloat16: return "tileops::bf16";
+    case c10::ScalarType::Float: return "float";
+    default: TORCH_CHECK(false, "tileops: rms_norm_fwd has no kernel for dtype ", t);
+  }
+}
+
+const char* short_name(c10::ScalarType t) {
+  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+
+int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+float eps_of(const OpCall& call) {
+  // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
+  const auto eps = call.params[op::eps].as_optional_real();
+  return eps ? static_cast<float>(*eps) : FLT_EPSILON;
+}
+
+int alignment_vec(const OpCall& call, int elem) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(call.inputs[op::x].data_ptr()) |
+                   reinterpret_cast<uintptr_t>(call.outputs[op::y].data_ptr());
+  if (call.inputs[op::weight].defined()) bits |= reinterpret_cast<uintptr_t>(call.inputs[op::weight].data_ptr());
+  int bytes = 16;
+  while (bytes > elem && (bits % bytes) != 0) bytes /= 2;
+  return bytes / elem;
+}
+
+class RmsNormKernel final : public Kernel {
+ public:
+  RmsNormKernel(LoadedKernel k, RmsNormPlan p) : k_(std::move(k)), p_(p) {}
+  void launch(const OpCall& call) const override {
+    const void* x = call.inputs[op::x].const_data_ptr();
+    const void* w = p_.has_weight ? call.inputs[op::weight].const_data_ptr() : nullptr;
+    void* y = call.outputs[op::y].mutable_data_ptr();
+    long long rows = call.inputs[op::x].numel() / p_.n;
+    void* args[] = {&x, &w, &y, &rows};
+    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
+  }
+
+ private:
+  LoadedKernel k_;
+  RmsNormPlan p_;
+};
+
+}  // namespace
+
+RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec) {
+  RmsNormPlan p{};
+  p.dtype = dtype;
+  p.n = static_cast<int>(n);
+  p.has_weight = has_weight;
+  p.eps_bits = float_bits(eps);
+  const int elem = static_cast<int>(c10::elementSize(dtype));
+  p.vec = std::min(16 / elem, max_vec);
+  while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
+  const int64_t vecs = n / p.vec;
+  // About 4 vectors per thread: enough loads in flight, few registers, rows of any length.
+  p.tpr = std::min<int>(1024, next_pow2((vecs + 3) / 4));
+  const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
+  const int regs_per_vec = std::max(1, p.vec * elem / 4);
+  // 1024-thread CTAs may use 64 registers a thread: keep the row in half of them at most.
+  p.cache = per_thread * regs_per_vec <= 32;
+  // Groups wider than a warp reduce through shared memory and own their CTA.
+  p.rows = p.tpr > 32 ? 1 : 256 / p.tpr;
+  return p;
+}
+
+std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
+  return std::string("rms_norm_fwd__") + short_name(p.dtype) + "__n" + std::to_string(p.n) + "__v" +
+         std::to_string(p.vec) + "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) +
+         (p.has_weight ? "_w" : "_nw") + (p.cache ? "_reg" : "_stream") + "__eps" + std::to_string(p.eps_bits) + "__" +
+         arch;
+}
+
+jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch) {
+  const std::string expr = std::string("tileops::rms_norm_fwd<") + type_name(p.dtype) + ", " + std::to_string(p.n) +
+                           ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " + std::to_string(p.rows) +
+                           ", " + (p.has_weight ? "true" : "false") + ", " + (p.cache ? "true" : "false") + ", " +
+                           std::to_string(p.eps_bits) + "u>";
+  return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd.cuh", expr, arch);
+}
+
+KernelBuilder rms_norm_fwd_builder() {
+  KernelBuilder b;
+  // Build identity: (dtype, n, eps, weight or not, access width). Device facts enter through the
+  // arch at build time; the runtime keys loaded kernels by device anyway.
+  b.identity = [](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
+                "; use target='reference' (or the default) for this device");
+    const at::Tensor& x = call.inputs[op::x];
+    const int64_t n = c10::multiply_integers(call.params[op::normalized_shape].as_ints());
+    const int elem = static_cast<int>(x.element_size());
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), n, static_cast<int64_t>(float_bits(eps_of(call))),
+                    call.inputs[op::weight].defined() ? 1 : 0, alignment_vec(call, elem)};
+  };
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    const int device = call.device.index();
+    const DeviceInfo& dev = device_info(device);
+    float eps;
+    const uint32_t bits = static_cast<uint32_t>(key.words[2]);
+    std::memcpy(&eps, &bits, sizeof eps);
+    const RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0,
+                                           eps, static_cast<int>(key.words[4]));
+    return std::make_shared<RmsNormKernel>(load(rms_norm_source(plan, dev.arch), device), plan);
+  };
+  b.describe = [](const BuildKey& key) {
+    return std::string("rms_norm_fwd(dtype=") + short_name(static_cast<c10::ScalarType>(key.words[0])) +
+           ", n=" + std::to_string(key.words[1]) + ", weight=" + (key.words[3] ? "yes" : "no") +
+           ", vec=" + std::to_string(key.words[4]) + ")";
+  };
+  return b;
+}
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,147 @@
+#include "targets/nvrtc/nvrtc_target.h"
+
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <dlfcn.h>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/counters.h"
+#include "common/log.h"
+#include "jit/cuda_driver.h"
+#include "jit/disk_cache.h"
+#include "targets/nvrtc/kernel_sources.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+constexpr int kMaxDevices = 64;
+std::array<std::unique_ptr<DeviceInfo>, kMaxDevices> g_devices;
+std::mutex g_devices_mu;
+
+std::mutex g_cubin_mu;
+std::unordered_map<std::string, jit::Cubin> g_cubins;  // disk key -> CUBIN (shared by same-arch devices)
+
+// NVRTC ships in the torch wheel (nvidia/cu13/lib): look beside libtorch first.
+void add_wheel_search_dirs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&c10::cuda::getCurrentCUDAStream), &info) && info.dli_fname) {
+      std::string lib_dir(info.dli_fname);
+      lib_dir = lib_dir.substr(0, lib_dir.find_last_of('/'));            // .../site-packages/torch/lib
+      const std::string site = lib_dir.substr(0, lib_dir.rfind("/torch/"));  // .../site-packages
+      jit::add_library_search_dir(site + "/nvidia/cu13/lib");
+      jit::add_library_search_dir(site + "/nvidia/cuda_nvrtc/lib");
+    }
+#ifdef TILEOPS_NVRTC_HINT_DIR
+    jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+#endif
+  });
+}
+
+jit::Cubin get_cubin(const jit::KernelSource& src) {
+  const std::string key = jit::disk_key(src);
+  {
+    std::lock_guard<std::mutex> lock(g_cubin_mu);
+    auto it = g_cubins.find(key);
+    if (it != g_cubins.end()) return it->second;
+  }
+  add_wheel_search_dirs();
+  bool built = false;
+  jit::Cubin cubin = jit::DiskCache::global().get_or_build(
+      key, [&] { return jit::compile_to_cubin(src); }, &built);
+  counters::bump(built ? counters::kNvrtcCompiles : counters::kDiskCacheHits);
+  log::debug(std::string("tileops: ") + (built ? "compiled " : "disk cache hit for ") + src.name);
+  std::lock_guard<std::mutex> lock(g_cubin_mu);
+  return g_cubins.emplace(key, std::move(cubin)).first->second;
+}
+
+}  // namespace
+
+void clear_cubin_cache() {
+  std::lock_guard<std::mutex> lock(g_cubin_mu);
+  g_cubins.clear();
+}
+
+std::string arch_for(int cc_major, int cc_minor) {
+  std::string arch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+  if (cc_major == 9 && cc_minor == 0) arch += "a";
+  return arch;
+}
+
+const DeviceInfo& device_info(int index) {
+  TORCH_CHECK(index >= 0 && index < kMaxDevices, "tileops: CUDA device index ", index, " out of range");
+  if (const DeviceInfo* d = g_devices[index].get()) return *d;
+  std::lock_guard<std::mutex> lock(g_devices_mu);
+  if (g_devices[index]) return *g_devices[index];
+  const auto& drv = jit::driver();
+  CUdevice dev;
+  jit::check_cu(drv.cuDeviceGet(&dev, index), "cuDeviceGet");
+  auto info = std::make_unique<DeviceInfo>();
+  info->index = index;
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    jit::check_cu(drv.cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute");
+    return v;
+  };
+  info->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info->sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info->max_smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  info->arch = arch_for(info->cc_major, info->cc_minor);
+  jit::check_cu(drv.cuDevicePrimaryCtxRetain(&info->context, dev), "cuDevicePrimaryCtxRetain");
+  g_devices[index] = std::move(info);
+  return *g_devices[index];
+}
+
+jit::KernelSource make_source(const std::string& name, const std::string& header, const std::string& name_expression,
+                              const std::string& arch) {
+  jit::KernelSource src;
+  src.name = name;
+  src.source = "#include \"" + header + "\"\n";
+  for (const auto& f : kernel_files()) src.headers.emplace_back(f.name, f.text);
+  src.name_expression = name_expression;
+  src.arch = arch;
+  return src;
+}
+
+LoadedKernel load(const jit::KernelSource& src, int device_index) {
+  const DeviceInfo& dev = device_info(device_index);
+  TORCH_CHECK(src.arch == dev.arch, "tileops: kernel ", src.name, " was specialised for ", src.arch, " but cuda:",
+              device_index, " is ", dev.arch);
+  jit::Cubin cubin = get_cubin(src);
+  const auto& drv = jit::driver();
+  LoadedKernel k;
+  k.name = src.name;
+  k.device = device_index;
+  k.context = dev.context;
+  // Load into the device's primary context (the one torch's streams belong to), whatever is current.
+  jit::check_cu(drv.cuCtxPushCurrent(dev.context), "cuCtxPushCurrent");
+  CUresult r = drv.cuModuleLoadData(&k.module, cubin.image.data());
+  if (r == CUDA_SUCCESS) r = drv.cuModuleGetFunction(&k.function, k.module, cubin.lowered_name.c_str());
+  CUcontext popped;
+  drv.cuCtxPopCurrent(&popped);
+  jit::check_cu(r, ("loading kernel " + src.name).c_str());
+  counters::bump(counters::kModuleLoads);
+  return k;
+}
+
+void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args) {
+  const auto& drv = jit::driver();
+  const CUstream stream = c10::cuda::getCurrentCUDAStream(k.device).stream();
+  // Custom ops get no device guard from the dispatcher: launch inside the kernel's context. The
+  // usual case (it is already current) costs one thread-local read.
+  CUcontext current = nullptr;
+  drv.cuCtxGetCurrent(&current);
+  const bool switch_ctx = current != k.context;
+  if (switch_ctx) jit::check_cu(drv.cuCtxPushCurrent(k.context), "cuCtxPushCurrent");
+  const CUresult r = drv.cuLaunchKernel(k.function, grid_x, 1, 1, block_x, 1, 1, smem_bytes, stream, args, nullptr);
+  if (switch_ctx) drv.cuCtxPopCurrent(&current);
+  if (r != CUDA_SUCCESS) jit::check_cu(r, ("launching " + k.name).c_str());
+}
+
+}  // namespace tileops::nvrtc

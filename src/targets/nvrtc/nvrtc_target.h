@@ -1,0 +1,48 @@
+// Shared machinery of the in-tree "nvrtc" target: device facts, CUBIN cache (memory, then disk,
+// then NVRTC), per-device module loading and launches on the current stream.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "jit/nvrtc_compiler.h"
+
+namespace tileops::nvrtc {
+
+struct DeviceInfo {
+  int index = -1;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int max_smem_optin = 0;  // bytes of shared memory a block may opt into
+  std::string arch;        // exact CUBIN target: "sm_90a" on Hopper, else "sm_<major><minor>"
+  CUcontext context = nullptr;  // the device's primary context (what torch uses)
+};
+// Queried once per device (build phase); later calls are a table read.
+const DeviceInfo& device_info(int device_index);
+
+// Maps a CUDA compute capability to the arch NVRTC compiles for ("sm_90a" for 9.0: its
+// architecture-specific features are usable, and the CUBIN runs only there, which is the point).
+std::string arch_for(int cc_major, int cc_minor);
+
+// A specialisation of a template kernel in src/kernels/<header>.
+jit::KernelSource make_source(const std::string& name, const std::string& header, const std::string& name_expression,
+                              const std::string& arch);
+
+struct LoadedKernel {
+  std::string name;
+  CUfunction function = nullptr;
+  CUmodule module = nullptr;
+  int device = -1;
+  CUcontext context = nullptr;
+};
+// Build phase: CUBIN from memory / disk cache / NVRTC, then loaded into the device's context.
+LoadedKernel load(const jit::KernelSource& src, int device_index);
+
+// Call phase: one cuLaunchKernel on the current torch stream of the kernel's device.
+void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,24 @@
+// The in-tree "reference" target: every op through ATen calls. Serves CPU by default and any
+// device when asked by name; the correctness oracle for the other targets.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tileops/target.h"
+
+namespace tileops::reference {
+
+// Reference kernels hold no state: one per device, identity is empty.
+template <class K>
+KernelBuilder stateless_builder(std::string name) {
+  KernelBuilder b;
+  b.identity = [](const OpCall&) { return BuildKey{}; };
+  b.build = [](const OpCall&, const BuildKey&) -> std::shared_ptr<const Kernel> { return std::make_shared<K>(); };
+  b.describe = [name](const BuildKey&) { return name; };
+  return b;
+}
+
+KernelBuilder rms_norm_fwd_builder();
+
+}  // namespace tileops::reference

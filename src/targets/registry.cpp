@@ -1,0 +1,259 @@
+#include "targets/registry.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cctype>
+#include <memory>
+#include <mutex>
+
+#include "common/counters.h"
+#include "common/log.h"
+#include "tileops/ops.h"
+
+namespace tileops {
+
+// ---- BuildKey -----------------------------------------------------------------------------------
+
+BuildKey::BuildKey(std::initializer_list<int64_t> ws) {
+  for (auto w : ws) add(w);
+}
+
+BuildKey& BuildKey::add(int64_t w) {
+  TORCH_CHECK(size < kMaxWords, "tileops: a BuildKey holds at most ", kMaxWords, " words");
+  words[size++] = w;
+  return *this;
+}
+
+bool BuildKey::operator==(const BuildKey& o) const {
+  if (size != o.size) return false;
+  for (int i = 0; i < size; ++i)
+    if (words[i] != o.words[i]) return false;
+  return true;
+}
+
+size_t BuildKey::hash() const {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(size);
+  for (int i = 0; i < size; ++i) {
+    h ^= static_cast<uint64_t>(words[i]) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return static_cast<size_t>(h);
+}
+
+namespace registry {
+namespace {
+
+std::mutex g_write_mu;                          // serialises writers (registration, defaults)
+std::atomic<const Snapshot*> g_current{nullptr};
+std::vector<std::unique_ptr<const Snapshot>> g_history;  // old snapshots stay valid: readers hold raw pointers
+std::vector<std::shared_ptr<const Kernel>> g_retired;    // kernels dropped by clear_kernel_caches()
+std::vector<std::string> g_registration_errors;
+std::once_flag g_builtins_once;
+thread_local bool t_in_builtins = false;
+
+void ensure_builtins() {
+  if (t_in_builtins) return;
+  std::call_once(g_builtins_once, [] {
+    t_in_builtins = true;
+    try {
+      register_builtin_targets();
+    } catch (...) {
+      t_in_builtins = false;
+      throw;
+    }
+    t_in_builtins = false;
+  });
+}
+
+// Caller holds g_write_mu.
+void publish(std::unique_ptr<Snapshot> next) {
+  g_current.store(next.get(), std::memory_order_release);
+  g_history.push_back(std::move(next));
+}
+
+std::unique_ptr<Snapshot> copy_current() {
+  auto s = std::make_unique<Snapshot>();
+  if (const Snapshot* cur = g_current.load(std::memory_order_acquire)) *s = *cur;
+  return s;
+}
+
+bool valid_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+const Snapshot& current() {
+  ensure_builtins();
+  const Snapshot* s = g_current.load(std::memory_order_acquire);
+  if (s == nullptr) {
+    static const Snapshot kEmpty;
+    return kEmpty;
+  }
+  return *s;
+}
+
+const Target* find(const Snapshot& s, std::string_view name) {
+  for (const auto& t : s.targets)
+    if (t->name == name) return t.get();
+  return nullptr;
+}
+
+std::string names_of(const Snapshot& s) {
+  std::string out;
+  for (const auto& t : s.targets) out += (out.empty() ? "'" : ", '") + t->name + "'";
+  return out.empty() ? "(none)" : out;
+}
+
+}  // namespace registry
+
+struct RegistryAccess {
+  static void commit(TargetRegistration& r) {
+    using namespace registry;
+    ensure_builtins();
+    const std::string& name = r.name_;
+    TORCH_CHECK(r.deferred_error_.empty(), "tileops: registering target '", name, "' failed: ", r.deferred_error_,
+                "; nothing of it was registered");
+    TORCH_CHECK(valid_name(name), "tileops: target name '", name,
+                "' is not valid (1-64 characters of letters, digits, '_', '-', '.')");
+    auto table = op_table();
+    auto target = std::make_shared<Target>();
+    target->name = name;
+    target->detector = r.detector_;
+    target->fallback = r.fallback_;
+    target->ops.resize(table.size());
+    for (auto& [op_name, builder] : r.kernels_) {
+      const OpInfo* info = find_op(op_name);
+      TORCH_CHECK(info != nullptr, "tileops: registering target '", name, "' failed: unknown op '", op_name,
+                  "' (not in the op table); nothing of it was registered");
+      const size_t id = static_cast<size_t>(info - table.data());
+      TORCH_CHECK(!target->ops[id], "tileops: registering target '", name, "' failed: two kernels for op '",
+                  info->op_class, "'; nothing of it was registered");
+      TORCH_CHECK(builder.identity && builder.build, "tileops: registering target '", name, "' failed: the kernel for '",
+                  info->op_class, "' lacks identity() or build(); nothing of it was registered");
+      auto ok = std::make_shared<OpKernels>();
+      ok->target = name;
+      ok->builder = builder;
+      target->ops[id] = std::move(ok);
+    }
+    std::lock_guard<std::mutex> lock(g_write_mu);
+    auto next = copy_current();
+    TORCH_CHECK(find(*next, name) == nullptr, "tileops: registering target '", name,
+                "' failed: a target of that name is already registered (", names_of(*next), ")");
+    next->targets.push_back(std::move(target));
+    publish(std::move(next));
+    log::info("tileops: registered target '" + name + "'");
+  }
+};
+
+TargetRegistration::TargetRegistration(std::string name) : name_(std::move(name)) {}
+
+TargetRegistration& TargetRegistration::detector(Detector d) {
+  detector_ = std::move(d);
+  return *this;
+}
+
+TargetRegistration& TargetRegistration::fallback(bool is_fallback) {
+  fallback_ = is_fallback;
+  return *this;
+}
+
+TargetRegistration& TargetRegistration::kernel(std::string_view op, KernelBuilder builder) {
+  kernels_.emplace_back(std::string(op), std::move(builder));
+  return *this;
+}
+
+void TargetRegistration::commit() { RegistryAccess::commit(*this); }
+
+bool register_target(const std::string& name, const std::function<void(TargetRegistration&)>& fill) noexcept {
+  try {
+    TargetRegistration reg(name);
+    fill(reg);  // may throw half-way: the registration object is dropped, nothing was published
+    reg.commit();
+    return true;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (auto* ce = dynamic_cast<const c10::Error*>(&e)) msg = ce->what_without_backtrace();
+    if (msg.find(name) == std::string::npos) msg = "tileops: registering target '" + name + "' failed: " + msg;
+    log::warn(msg);
+    std::lock_guard<std::mutex> lock(registry::g_write_mu);
+    registry::g_registration_errors.push_back(msg);
+    return false;
+  }
+}
+
+std::vector<std::string> take_registration_errors() {
+  std::lock_guard<std::mutex> lock(registry::g_write_mu);
+  return std::exchange(registry::g_registration_errors, {});
+}
+
+bool unregister_target(const std::string& name) {
+  using namespace registry;
+  ensure_builtins();
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  auto next = copy_current();
+  auto it = std::find_if(next->targets.begin(), next->targets.end(), [&](const auto& t) { return t->name == name; });
+  if (it == next->targets.end()) return false;
+  if (next->default_target == it->get()) next->default_target = nullptr;
+  next->targets.erase(it);
+  publish(std::move(next));
+  return true;
+}
+
+std::vector<std::string> target_names() {
+  std::vector<std::string> out;
+  for (const auto& t : registry::current().targets) out.push_back(t->name);
+  return out;
+}
+
+void set_default_target(const std::optional<std::string>& name) {
+  using namespace registry;
+  ensure_builtins();
+  std::lock_guard<std::mutex> lock(g_write_mu);
+  auto next = copy_current();
+  if (!name) {
+    next->default_target = nullptr;
+  } else {
+    const Target* t = find(*next, *name);
+    TORCH_CHECK_VALUE(t != nullptr, "tileops: unknown target '", *name, "' for the process default; registered: ",
+                      names_of(*next));
+    next->default_target = t;
+  }
+  publish(std::move(next));
+}
+
+std::optional<std::string> default_target() {
+  const auto* t = registry::current().default_target;
+  return t ? std::optional<std::string>(t->name) : std::nullopt;
+}
+
+RuntimeStats runtime_stats() {
+  using namespace counters;
+  return RuntimeStats{get(kKernelBuilds), get(kKernelHits), get(kCaptureRefusals),
+                      get(kNvrtcCompiles), get(kDiskCacheHits), get(kModuleLoads)};
+}
+
+void reset_runtime_stats() { counters::reset(); }
+
+namespace nvrtc {
+void clear_cubin_cache();  // src/targets/nvrtc/nvrtc_target.cpp
+}
+
+void clear_kernel_caches() {
+  using namespace registry;
+  const Snapshot& s = current();
+  for (const auto& t : s.targets)
+    for (const auto& ok : t->ops) {
+      if (!ok) continue;
+      std::unique_lock<std::shared_mutex> lock(ok->mu);
+      std::lock_guard<std::mutex> wl(g_write_mu);
+      for (auto& [k, v] : ok->kernels) g_retired.push_back(v);  // a launch may still hold a raw pointer
+      ok->kernels.clear();
+    }
+  nvrtc::clear_cubin_cache();
+}
+
+}  // namespace tileops

@@ -1,0 +1,56 @@
+// Internal view of the target registry (public API: include/tileops/target.h).
+// Readers take an immutable snapshot with one atomic load: no lock on the call path.
+#pragma once
+
+#include "tileops/target.h"
+
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace tileops::registry {
+
+struct CacheKey {
+  BuildKey key;
+  int8_t device_type;
+  int8_t device_index;
+  bool operator==(const CacheKey& o) const {
+    return device_type == o.device_type && device_index == o.device_index && key == o.key;
+  }
+};
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& k) const {
+    return k.key.hash() ^ (static_cast<size_t>(static_cast<uint8_t>(k.device_type)) << 48) ^
+           (static_cast<size_t>(static_cast<uint8_t>(k.device_index)) << 56);
+  }
+};
+
+// One target's kernels for one op, with their cache. Shared across snapshots.
+struct OpKernels {
+  std::string target;
+  KernelBuilder builder;
+  mutable std::shared_mutex mu;  // readers: cache hits; writers: inserts after a build
+  std::unordered_map<CacheKey, std::shared_ptr<const Kernel>, CacheKeyHash> kernels;
+  std::mutex build_mu;  // one build at a time per (target, op): two threads missing build once
+};
+
+struct Target {
+  std::string name;
+  Detector detector;
+  bool fallback = false;
+  std::vector<std::shared_ptr<OpKernels>> ops;  // indexed by op id; null where the target has no kernel
+};
+
+struct Snapshot {
+  std::vector<std::shared_ptr<const Target>> targets;
+  const Target* default_target = nullptr;  // process default, or null (detect)
+};
+
+const Snapshot& current();
+const Target* find(const Snapshot& s, std::string_view name);
+std::string names_of(const Snapshot& s);
+
+// In-tree targets (src/targets/builtin_targets.cpp).
+void register_builtin_targets();
+
+}  // namespace tileops::registry
