@@ -46,6 +46,8 @@ tileops::KernelBuilder rms_norm_builder() {
   tileops::KernelBuilder b;
   b.identity = [](const tileops::OpCall& call) {
     TORCH_CHECK(call.device.is_cpu(), "target 'example_cpu' serves CPU tensors only, got ", call.device);
+    // A backend need not serve every dtype the manifest allows; it says so clearly.
+    TORCH_CHECK(call.inputs[0].scalar_type() != at::kBFloat16, "target 'example_cpu' has no bfloat16 kernel");
     return tileops::BuildKey{c10::multiply_integers(call.params[0].as_ints())};
   };
   b.build = [](const tileops::OpCall&, const tileops::BuildKey& key) -> std::shared_ptr<const tileops::Kernel> {

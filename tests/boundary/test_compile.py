@@ -1,0 +1,90 @@
+"""torch.compile on CPU (reference target): cold fullgraph, one node, no recompiles, dynamic batch."""
+import torch
+import torch._dynamo
+
+import tileops
+from tileops.norm import RMSNormFwdOp
+
+
+class GraphRecorder:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return gm.forward
+
+    def calls(self, i=0):
+        return [n.target for n in self.graphs[i].graph.nodes if n.op == "call_function"]
+
+
+def test_cold_fullgraph_compile_sees_one_node(counters):
+    torch._dynamo.reset()
+    tileops.clear_kernel_caches()  # cold: no kernel constructed before the compiled call
+    op = RMSNormFwdOp((32,))
+    rec = GraphRecorder()
+    fn = torch.compile(lambda x, w: op(x, w), fullgraph=True, backend=rec)
+    x, w = torch.randn(4, 32), torch.randn(32)
+    y = fn(x, w)
+    assert rec.calls() == [torch.ops.tileops.norm_rms_norm_fwd.default]
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, [32], w))
+    fn(x, w)
+    assert len(rec.graphs) == 1  # reuse: the second call does not recompile
+
+
+def test_inductor_matches_eager_and_does_not_recompile():
+    torch._dynamo.reset()
+    op = RMSNormFwdOp((64,), eps=1e-6)
+    x, w = torch.randn(8, 64), torch.randn(64)
+    fn = torch.compile(lambda x, w: op(x, w) * 2 + 1, fullgraph=True)
+    torch.testing.assert_close(fn(x, w), op(x, w) * 2 + 1)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    fn(x, w)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == before
+
+
+def test_dynamic_batch_does_not_recompile():
+    torch._dynamo.reset()
+    op = RMSNormFwdOp((16,))
+    rec = GraphRecorder()
+    fn = torch.compile(lambda x: op(x), fullgraph=True, dynamic=True, backend=rec)
+    for m in (3, 5, 17, 64):
+        x = torch.randn(m, 16)
+        torch.testing.assert_close(fn(x), torch.nn.functional.rms_norm(x, [16]))
+    assert len(rec.graphs) == 1
+
+
+def test_mark_dynamic_batch_does_not_recompile():
+    torch._dynamo.reset()
+    op = RMSNormFwdOp((16,))
+    rec = GraphRecorder()
+    fn = torch.compile(lambda x: op(x), fullgraph=True, backend=rec)
+    for m in (4, 9, 33):
+        x = torch.randn(m, 16)
+        torch._dynamo.mark_dynamic(x, 0)
+        fn(x)
+    assert len(rec.graphs) == 1
+
+
+def test_same_graph_whatever_the_target():
+    # SPEC §5: the compiled graph does not depend on which target serves the op.
+    codes = []
+    for target in (None, "reference"):
+        torch._dynamo.reset()
+        op = RMSNormFwdOp((16,), target=target)
+        rec = GraphRecorder()
+        torch.compile(lambda x: op(x), fullgraph=True, backend=rec)(torch.randn(2, 16))
+        codes.append([n.target for n in rec.graphs[0].graph.nodes if n.op == "call_function"])
+    assert codes[0] == codes[1] == [torch.ops.tileops.norm_rms_norm_fwd.default]
+
+
+def test_export_keeps_the_node():
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return torch.ops.tileops.norm_rms_norm_fwd(x, w, [16]) + 1
+
+    ep = torch.export.export(M(), (torch.randn(3, 16), torch.randn(16)))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.tileops.norm_rms_norm_fwd.default in targets
+    x, w = torch.randn(3, 16), torch.randn(16)
+    torch.testing.assert_close(ep.module()(x, w), torch.nn.functional.rms_norm(x, [16], w) + 1)

@@ -1,0 +1,50 @@
+"""pytest setup: the Python package from python/, the library from build/ (or TILEOPS_LIBRARY)."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+import torch  # noqa: E402
+
+import tileops  # noqa: E402
+
+tileops.load()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped cleanly without one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU here; run scripts/gpu_check.sh through the device tool")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def counters():
+    """Counters read as deltas from the start of the test."""
+    start = tileops.counters()
+
+    def delta():
+        now = tileops.counters()
+        return {k: now[k] - start[k] for k in now}
+
+    return delta
+
+
+@pytest.fixture
+def example_backend():
+    """The out-of-tree example target, loaded once per process."""
+    path = os.path.join(ROOT, "build", "plugin", "example_backend", "libtileops_example_backend.so")
+    if "example_cpu" not in tileops.target_names():
+        tileops.load_backend(path)
+    return "example_cpu"

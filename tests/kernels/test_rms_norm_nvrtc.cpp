@@ -1,0 +1,77 @@
+// The RMSNorm kernel source compiles with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and
+// the planner picks sensible specialisations.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/norm_rms_norm_fwd.h"
+#include "targets/nvrtc/nvrtc_target.h"
+
+namespace {
+
+using tileops::nvrtc::plan_rms_norm;
+
+struct Case {
+  c10::ScalarType dtype;
+  int64_t n;
+  bool weight;
+};
+
+class RmsNormCompiles : public ::testing::TestWithParam<std::tuple<Case, const char*>> {};
+
+TEST_P(RmsNormCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, arch] = GetParam();
+  const auto plan = plan_rms_norm(c.dtype, c.n, c.weight, FLT_EPSILON, 16);
+  const auto src = tileops::nvrtc::rms_norm_source(plan, arch);
+  const auto cubin = tileops::jit::compile_to_cubin(src);
+  ASSERT_GT(cubin.image.size(), 4u);
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd"), std::string::npos);
+  EXPECT_NE(src.name.find(arch), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, RmsNormCompiles,
+    ::testing::Combine(::testing::Values(Case{c10::kHalf, 4096, true}, Case{c10::kBFloat16, 128, false},
+                                         Case{c10::kFloat, 65536, true},  // streaming (row not in registers)
+                                         Case{c10::kHalf, 1000, true}, Case{c10::kBFloat16, 4095, true}),
+                       ::testing::Values("sm_80", "sm_90a")));
+
+TEST(RmsNormPlan, WidestAccessTheRowAndPointersAllow) {
+  EXPECT_EQ(plan_rms_norm(c10::kHalf, 4096, true, 1e-6f, 8).vec, 8);
+  EXPECT_EQ(plan_rms_norm(c10::kFloat, 4096, true, 1e-6f, 4).vec, 4);
+  EXPECT_EQ(plan_rms_norm(c10::kHalf, 4095, true, 1e-6f, 8).vec, 1);   // odd row
+  EXPECT_EQ(plan_rms_norm(c10::kHalf, 1000, true, 1e-6f, 8).vec, 8);
+  EXPECT_EQ(plan_rms_norm(c10::kHalf, 4096, true, 1e-6f, 2).vec, 2);   // pointers only 4-byte aligned
+}
+
+TEST(RmsNormPlan, ThreadsPerRowScaleWithTheRow) {
+  const auto small = plan_rms_norm(c10::kBFloat16, 128, true, 1e-6f, 8);  // QK-norm: many rows per CTA
+  EXPECT_LE(small.tpr, 32);
+  EXPECT_GT(small.rows, 1);
+  EXPECT_TRUE(small.cache);
+  const auto mid = plan_rms_norm(c10::kHalf, 4096, true, 1e-6f, 8);
+  EXPECT_EQ(mid.rows, 1);
+  EXPECT_TRUE(mid.cache);
+  const auto huge = plan_rms_norm(c10::kFloat, 1 << 20, true, 1e-6f, 4);
+  EXPECT_EQ(huge.tpr, 1024);
+  EXPECT_FALSE(huge.cache);  // too long for registers: second pass re-reads
+}
+
+TEST(RmsNormPlan, NameIsReadableAndCarriesTheIdentity) {
+  const auto p = plan_rms_norm(c10::kBFloat16, 4096, false, FLT_EPSILON, 8);
+  const std::string name = tileops::nvrtc::rms_norm_name(p, "sm_90a");
+  EXPECT_EQ(name.rfind("rms_norm_fwd__bf16__n4096__", 0), 0u) << name;
+  EXPECT_NE(name.find("sm_90a"), std::string::npos);
+  EXPECT_NE(name, tileops::nvrtc::rms_norm_name(plan_rms_norm(c10::kBFloat16, 4096, true, FLT_EPSILON, 8), "sm_90a"));
+}
+
+TEST(NvrtcTarget, ArchForHopperIsSm90a) {
+  EXPECT_EQ(tileops::nvrtc::arch_for(9, 0), "sm_90a");
+  EXPECT_EQ(tileops::nvrtc::arch_for(8, 0), "sm_80");
+}
+
+}  // namespace
