@@ -44,7 +44,8 @@ def counters():
 @pytest.fixture
 def example_backend():
     """The out-of-tree example target, loaded once per process."""
-    path = os.path.join(ROOT, "build", "plugin", "example_backend", "libtileops_example_backend.so")
+    path = os.path.join(os.path.dirname(tileops.library_path()), "plugin", "example_backend",
+                        "libtileops_example_backend.so")
     if "example_cpu" not in tileops.target_names():
         tileops.load_backend(path)
     return "example_cpu"

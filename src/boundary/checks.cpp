@@ -24,12 +24,16 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
+// Not `os << symint`: that operator crashed inside libc10 on torch 2.11 (seen on the H200 runner).
+std::string sym_str(const c10::SymInt& v) {
+  if (auto i = v.maybe_as_int()) return std::to_string(*i);
+  return v.toSymNodeImplUnowned()->str();
+}
+
 std::string dims_str(c10::SymIntArrayRef dims) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < dims.size(); ++i) os << (i ? ", " : "") << dims[i];
-  os << "]";
-  return os.str();
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + sym_str(dims[i]);
+  return out + "]";
 }
 
 }  // namespace
@@ -49,9 +53,7 @@ std::string describe(const char* name, c10::SymIntArrayRef dims) {
 }
 
 std::string describe(const char* name, const c10::SymInt& v) {
-  std::ostringstream os;
-  os << " (" << name << "=" << v << ")";
-  return os.str();
+  return std::string(" (") + name + "=" + sym_str(v) + ")";
 }
 
 void require_strided(const char* op, const char* arg, const at::Tensor& t) {
@@ -111,7 +113,8 @@ void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const
 }
 
 void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs) {
-  TORCH_CHECK_VALUE(false, op, ": shape rule '", rule, "' is violated (left side ", lhs, ", right side ", rhs, ")");
+  TORCH_CHECK_VALUE(false, op, ": shape rule '", rule, "' is violated (left side ", sym_str(lhs), ", right side ",
+                    sym_str(rhs), ")");
 }
 
 void fail_dtype_combo(const char* op, const char* allowed,

@@ -63,7 +63,10 @@ void refuse_build_during_capture(const OpCall& call, const registry::OpKernels& 
   if (!call.device.is_cuda()) return;
   const CUstream stream = c10::cuda::getCurrentCUDAStream(call.device.index()).stream();
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  jit::check_cu(jit::driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  {
+    jit::ScopedContext ctx(jit::primary_context(call.device.index()));
+    jit::check_cu(jit::driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  }
   if (status == CU_STREAM_CAPTURE_STATUS_NONE) return;
   counters::bump(counters::kCaptureRefusals);
   const std::string what = ok.builder.describe ? ok.builder.describe(key) : std::string("kernel");

@@ -222,4 +222,37 @@ int nvrtc_version() {
   return version;
 }
 
+CUcontext primary_context(int device_ordinal) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static CUcontext contexts[kMaxDevices] = {};
+  if (device_ordinal < 0 || device_ordinal >= kMaxDevices)
+    throw JitError("tileops: CUDA device ordinal " + std::to_string(device_ordinal) + " out of range");
+  std::lock_guard<std::mutex> lock(mu);
+  if (contexts[device_ordinal] == nullptr) {
+    const DriverApi& d = driver();
+    CUdevice dev;
+    check_cu(d.cuDeviceGet(&dev, device_ordinal), "cuDeviceGet");
+    check_cu(d.cuDevicePrimaryCtxRetain(&contexts[device_ordinal], dev), "cuDevicePrimaryCtxRetain");
+  }
+  return contexts[device_ordinal];
+}
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  const DriverApi& d = driver();
+  CUcontext current = nullptr;
+  d.cuCtxGetCurrent(&current);
+  if (current != ctx) {
+    check_cu(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+    pushed_ = true;
+  }
+}
+
+ScopedContext::~ScopedContext() {
+  if (pushed_) {
+    CUcontext popped;
+    driver().cuCtxPopCurrent(&popped);
+  }
+}
+
 }  // namespace tileops::jit

@@ -57,6 +57,22 @@ bool driver_available() noexcept;
 
 // Throws JitError "<what>: <CUDA error name>: <string>" when r != CUDA_SUCCESS.
 void check_cu(CUresult r, const char* what);
+// The primary context of a device (the one the CUDA runtime, hence torch, uses); retained once.
+CUcontext primary_context(int device_ordinal);
+
+// Makes `ctx` current for a scope when it is not already (threads that never touched CUDA have no
+// current context; driver calls there fail with CUDA_ERROR_INVALID_CONTEXT).
+class ScopedContext {
+ public:
+  explicit ScopedContext(CUcontext ctx);
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 // NVRTC version as major*1000 + minor*10 (e.g. 13000).
 int nvrtc_version();
 

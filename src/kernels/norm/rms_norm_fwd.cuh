@@ -32,12 +32,23 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
 
   float ss = 0.f;
   if constexpr (CACHE) {
+    // Weight vectors are loaded with x when registers allow, so the scale pass does not wait for a
+    // second round trip to memory after the reduction (what bounds short rows, e.g. decode).
+    constexpr bool kPrefetchW = HAS_WEIGHT && kPerThread * VEC * sizeof(T) <= 64;
     V cache[kPerThread];
+    V wcache[kPrefetchW ? kPerThread : 1];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
         cache[i] = xr[c];
+        if constexpr (kPrefetchW) wcache[i] = wr[c];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int c = i * TPR + t;
+      if (active && (kExact || c < kVecs)) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
       }
@@ -49,7 +60,8 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
       if (active && (kExact || c < kVecs)) {
         V out;
         V wv;
-        if constexpr (HAS_WEIGHT) wv = wr[c];
+        if constexpr (kPrefetchW) wv = wcache[i];
+        else if constexpr (HAS_WEIGHT) wv = wr[c];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           float f = to_float(cache[i].v[j]) * r;

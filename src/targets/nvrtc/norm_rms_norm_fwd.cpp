@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <cfloat>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -87,7 +88,13 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
   while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
   const int64_t vecs = n / p.vec;
   // About 4 vectors per thread: enough loads in flight, few registers, rows of any length.
-  p.tpr = std::min<int>(1024, next_pow2((vecs + 3) / 4));
+  // TILEOPS_RMS_VECS_PER_THREAD overrides it for tuning experiments (read once per process).
+  static const int kTarget = [] {
+    const char* env = std::getenv("TILEOPS_RMS_VECS_PER_THREAD");
+    const int v = env ? std::atoi(env) : 0;
+    return v >= 1 && v <= 16 ? v : 4;
+  }();
+  p.tpr = std::min<int>(1024, next_pow2((vecs + kTarget - 1) / kTarget));
   const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
   const int regs_per_vec = std::max(1, p.vec * elem / 4);
   // 1024-thread CTAs may use 64 registers a thread: keep the row in half of them at most.

@@ -93,7 +93,7 @@ const DeviceInfo& device_info(int index) {
   info->sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info->max_smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   info->arch = arch_for(info->cc_major, info->cc_minor);
-  jit::check_cu(drv.cuDevicePrimaryCtxRetain(&info->context, dev), "cuDevicePrimaryCtxRetain");
+  info->context = jit::primary_context(index);
   g_devices[index] = std::move(info);
   return *g_devices[index];
 }
@@ -120,12 +120,12 @@ LoadedKernel load(const jit::KernelSource& src, int device_index) {
   k.device = device_index;
   k.context = dev.context;
   // Load into the device's primary context (the one torch's streams belong to), whatever is current.
-  jit::check_cu(drv.cuCtxPushCurrent(dev.context), "cuCtxPushCurrent");
-  CUresult r = drv.cuModuleLoadData(&k.module, cubin.image.data());
-  if (r == CUDA_SUCCESS) r = drv.cuModuleGetFunction(&k.function, k.module, cubin.lowered_name.c_str());
-  CUcontext popped;
-  drv.cuCtxPopCurrent(&popped);
-  jit::check_cu(r, ("loading kernel " + src.name).c_str());
+  {
+    jit::ScopedContext ctx(dev.context);
+    jit::check_cu(drv.cuModuleLoadData(&k.module, cubin.image.data()), ("loading kernel " + src.name).c_str());
+    jit::check_cu(drv.cuModuleGetFunction(&k.function, k.module, cubin.lowered_name.c_str()),
+                  ("finding kernel " + src.name).c_str());
+  }
   counters::bump(counters::kModuleLoads);
   return k;
 }

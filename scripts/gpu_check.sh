@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU runner (through the device tool, on the lent H200):
+#   scripts/prepare_gpu_deps.sh   # here, once: spdlog/fmt/googletest into .deps
+#   device run: bash scripts/gpu_check.sh   with carry=[".deps"]
+# Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
+# benchmarks, and prints a short table last. Logs and JSON go to $OUT when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tileops-gpu-out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export TILEOPS_CACHE_DIR=${TILEOPS_CACHE_DIR:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
+status=0
+step() { echo "== $1 ($(date +%T))"; }
+
+step "configure + build"
+if ! cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$(command -v "$PY")" -DTILEOPS_DEPS_DIR="$PWD/.deps" \
+    >"$OUT/cmake.log" 2>&1; then tail -40 "$OUT/cmake.log"; exit 1; fi
+if ! ninja -C build >"$OUT/build.log" 2>&1; then grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+
+step "ctest"
+(cd build && ctest --output-on-failure >"$OUT/ctest.log" 2>&1) || status=1
+grep -E "tests passed|tests failed|FAILED|Failed" "$OUT/ctest.log" | head -20
+
+step "pytest (all, GPU included)"
+$PY -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-tests} >"$OUT/pytest.log" 2>&1 || status=1
+grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
+
+[ -n "${SKIP_BENCH:-}" ] && exit $status
+step "benchmarks"
+# Tuning experiment: 8 vectors per thread instead of 4 (separate process: the knob is read once).
+TILEOPS_RMS_VECS_PER_THREAD=8 $PY scripts/bench/bench_norm.py --json "$OUT/bench_vpt8.json" ${BENCH_ARGS:-} \
+  >"$OUT/bench_vpt8.txt" 2>&1 || status=1
+grep -A12 "^workload" "$OUT/bench_vpt8.txt" | grep -v "^$" | sed 's/^/[vpt8] /' | head -9
+$PY scripts/bench/bench_norm.py --json "$OUT/bench.json" ${BENCH_ARGS:-} >"$OUT/bench.txt" 2>&1 || status=1
+cat "$OUT/bench.txt" | tail -30
+exit $status

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One-time (idempotent, quick when done) setup: Debian packages, a Python venv outside the clone with
+# torch 2.14.1, and a build of libtileops in build/. Safe to run again.
+#   TILEOPS_VENV   where the venv lives (default /opt/tileops-venv; shared by every clone)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${TILEOPS_VENV:-/opt/tileops-venv}
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+need_pkgs=()
+for p in cmake ninja-build g++ libgtest-dev libspdlog-dev libfmt-dev binutils; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "setup: installing ${need_pkgs[*]}"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch, yaml, pytest; assert torch.__version__.startswith('2.14.1')" 2>/dev/null; then
+  echo "setup: installing torch==2.14.1 and test tools into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.14.1 pyyaml pytest numpy
+fi
+
+export PATH="$VENV/bin:$PATH"
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$VENV/bin/python" >build-configure.log 2>&1 \
+    || { tail -40 build-configure.log; exit 1; }
+  rm -f build-configure.log
+fi
+ninja -C build | tail -1

@@ -1,0 +1,96 @@
+"""Manifest validator: grammar and consistency of manifests/ with the library and the tests.
+
+    python scripts/validate_manifest.py [--manifests manifests/*.yaml] [--library build/libtileops.so]
+
+Fails (exit 1) with 'file:line: Class: rule' when:
+  - an entry breaks the grammar (required/unknown keys, dtypes, shapes, rules, params, ...);
+  - an implemented op's boundary disagrees with 'tensor inputs and no composition';
+  - the library (when built) lacks an operator of an implemented op, registers a schema other than
+    the generated one, or writes (Tensor(a!)) anything other than the op's mutated inputs;
+  - the set of ops with a boundary differs from tests/compile_contract.py's registry.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from codegen.__main__ import load_ops  # noqa: E402
+from codegen.emit_cpp import schema  # noqa: E402
+from codegen.parse import ManifestError  # noqa: E402
+
+
+def contract_classes(path: str) -> set[str]:
+    """Keys of CONTRACT in tests/compile_contract.py, read without importing torch."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CONTRACT" for t in node.targets):
+            return {k.value for k in node.value.keys}
+    raise SystemExit(f"{path}: no CONTRACT dict found")
+
+
+def check_library(ops, library: str) -> list[str]:
+    import torch
+    torch.ops.load_library(library)
+    errors = []
+    for op in ops:
+        if op.status != "implemented":
+            continue
+        for b in op.branches:
+            name = op.operator_name(b)
+            where = f"{op.path}:{op.line}: {op.cls}"
+            try:
+                registered = getattr(torch.ops.tileops, name).default._schema
+            except (AttributeError, RuntimeError):
+                errors.append(f"{where}: operator tileops::{name} is not registered by {library}")
+                continue
+            if str(registered) != "tileops::" + schema(op, b):
+                errors.append(f"{where}: registered schema '{registered}' differs from the manifest's "
+                              f"'tileops::{schema(op, b)}'; rebuild the library")
+            written = {a.name for a in registered.arguments if a.alias_info is not None and a.alias_info.is_write}
+            expected = set(b.writes) | ({"out"} if b.out else set())
+            if written != expected:
+                errors.append(f"{where}: tileops::{name} writes {sorted(written)} but the manifest says "
+                              f"{sorted(expected)} (mutated inputs{' and out' if b.out else ''})")
+    return errors
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--manifests", nargs="*", default=sorted(glob.glob(os.path.join(ROOT, "manifests", "*.yaml"))))
+    ap.add_argument("--library", default=os.path.join(ROOT, "build", "libtileops.so"))
+    ap.add_argument("--contract", default=os.path.join(ROOT, "tests", "compile_contract.py"))
+    args = ap.parse_args(argv)
+    try:
+        ops = load_ops(args.manifests, ROOT)
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    errors = []
+    for op in ops:
+        expect = bool(op.inputs) and not op.composition
+        if op.has_boundary != expect:  # guards the model's own rule
+            errors.append(f"{op.path}:{op.line}: {op.cls}: boundary {op.has_boundary} but tensor inputs and no "
+                          f"composition say {expect}")
+    boundary = {op.cls for op in ops if op.status == "implemented" and op.has_boundary}
+    contract = contract_classes(args.contract)
+    for cls in sorted(boundary - contract):
+        errors.append(f"{args.contract}: {cls} has a compile boundary but no cold-compile entry in CONTRACT")
+    for cls in sorted(contract - boundary):
+        errors.append(f"{args.contract}: CONTRACT lists {cls}, which is not an implemented op with a boundary")
+    if args.library and os.path.exists(args.library):
+        errors += check_library(ops, args.library)
+    for e in errors:
+        print(f"error: {e}", file=sys.stderr)
+    if not errors:
+        print(f"validate_manifest: {len(ops)} entries OK ({len(boundary)} with a compile boundary)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

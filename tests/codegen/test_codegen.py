@@ -1,0 +1,151 @@
+"""The generator on golden manifests: operator names, side-effect branches, schemas, boundaries,
+and one test per grammar rule (each error names file:line, the entry and the rule)."""
+import os
+import textwrap
+
+import pytest
+
+from codegen import emit_cpp
+from codegen.__main__ import load_ops, write_if_changed
+from codegen.model import build_ops, operator_base_name, snake
+from codegen.parse import ManifestError, parse_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return {op.cls: op for op in load_ops([os.path.join(HERE, "golden", "branches.yaml")], HERE)}
+
+
+def schemas(op):
+    return [emit_cpp.schema(op, b) for b in op.branches]
+
+
+def test_operator_names():
+    assert snake("RMSNormFwd") == "rms_norm_fwd"
+    assert snake("FusedAddRMSNormFwd") == "fused_add_rms_norm_fwd"
+    assert snake("QKNormRopeFwd") == "qk_norm_rope_fwd"
+    assert operator_base_name("RMSNormFwdOp", "norm") == "norm_rms_norm_fwd"
+    assert operator_base_name("SoftmaxFwdOp", "softmax") == "softmax_fwd"  # family written once
+    assert operator_base_name("GeluAndMulFwdOp", "activation") == "activation_gelu_and_mul_fwd"
+
+
+def test_written_input_branch(golden):
+    assert schemas(golden["FusedAddRMSNormFwdOp"]) == [
+        "norm_fused_add_rms_norm_fwd(Tensor x, Tensor residual, Tensor? weight, float eps=1e-06, *, "
+        "str? target=None) -> (Tensor, Tensor)",
+        "norm_fused_add_rms_norm_fwd_writes_residual(Tensor x, Tensor(a!) residual, Tensor? weight, "
+        "float eps=1e-06, *, str? target=None) -> Tensor",
+    ]
+
+
+def test_out_buffer_branch(golden):
+    assert schemas(golden["SiluAndMulFwdOp"]) == [
+        "activation_silu_and_mul_fwd(Tensor x, *, str? target=None) -> Tensor",
+        "activation_silu_and_mul_fwd_out(Tensor x, Tensor(z!) out, *, str? target=None) -> ()",
+    ]
+
+
+def test_always_written_inputs_sorted_suffixes(golden):
+    assert golden["RopeNeoxFwdOp"].operator_names == ("position_rope_neox_fwd_writes_k_writes_q",)
+    assert schemas(golden["RopeNeoxFwdOp"])[0].startswith(
+        "position_rope_neox_fwd_writes_k_writes_q(Tensor positions, Tensor(a!) q, Tensor(b!) k, ")
+
+
+def test_optional_output_branch(golden):
+    assert golden["SoftmaxFwdOp"].operator_names == ("softmax_fwd", "softmax_fwd_without_lse")
+    assert schemas(golden["SoftmaxFwdOp"])[1].endswith("int dim=-1, *, str? target=None) -> Tensor")
+
+
+def test_boundary_rule(golden):
+    assert golden["SoftmaxFwdOp"].has_boundary
+    assert not golden["AlibiFwdOp"].has_boundary  # no call-time tensor inputs
+    assert not golden["QKNormRopeFwdOp"].has_boundary  # composite
+    assert emit_cpp.schema(golden["AlibiFwdOp"], golden["AlibiFwdOp"].branches[0]) == \
+        "position_alibi_fwd(int num_heads, Device device) -> Tensor"  # no target kwarg without a boundary
+
+
+def test_spec_only_entries_have_no_compile_op_names(golden):
+    assert all(op.compile_op_names == () for op in golden.values())
+
+
+def test_generated_registration_has_def_and_impls_side_by_side():
+    ops = load_ops([os.path.join(HERE, "..", "..", "manifests", "norm.yaml")], os.path.join(HERE, "..", ".."))
+    text = emit_cpp.emit_registration(ops)
+    assert text.startswith("// Generated from manifests/norm.yaml by scripts/codegen; do not edit.")
+    d = text.index('m.def("norm_rms_norm_fwd(')
+    for key in ("Meta", "CUDA", "CompositeExplicitAutograd", "Autograd"):
+        assert d < text.index(f"c10::DispatchKey::{key}")
+    # The Meta kernel allocates with torch.empty semantics, never empty_like.
+    assert "empty_like" not in text
+
+
+def test_write_if_changed(tmp_path):
+    p = str(tmp_path / "a" / "gen.cpp")
+    assert write_if_changed(p, "x") is True
+    mtime = os.stat(p).st_mtime_ns
+    assert write_if_changed(p, "x") is False
+    assert os.stat(p).st_mtime_ns == mtime
+
+
+GOOD = """
+AOp:
+  family: fam
+  ref_api: torch.a
+  status: implemented
+  signature:
+    inputs:
+      x: {dtype: float16, shape: "[..., n]"}
+    outputs:
+      y: {dtype: same_as(x), shape: same_as(x)}
+"""
+
+
+def error_of(text):
+    with pytest.raises(ManifestError) as e:
+        build_ops([parse_text(textwrap.dedent(text), "manifests/t.yaml")])
+    return str(e.value)
+
+
+def test_good_manifest_parses():
+    (op,) = build_ops([parse_text(GOOD, "manifests/t.yaml")])
+    assert op.base_name == "fam_a" and op.has_boundary
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("family: fam", "family: fam\n  family: fam2"), "manifests/t.yaml:4: duplicate key 'family' (first at line 3)"),
+    (("status: implemented", "status: done"), "manifests/t.yaml:5: AOp: status must be one of spec-only, implemented"),
+    (("  family: fam\n", ""), "AOp: an entry is missing required key 'family'"),
+    (("ref_api: torch.a", "ref_api: torch.a\n  colour: red"), "AOp: unknown key 'colour' in an entry"),
+    (("dtype: float16,", "dtype: float17,"), "manifests/t.yaml:8: AOp: input 'x': unknown dtype 'float17'"),
+    (("same_as(x)", "same_as(z)"), "output 'y': dtype 'same_as(z)' names unknown input 'z'"),
+    (('"[..., n]"', '"[..., n"'), "input 'x': shape does not parse"),
+    (("outputs:", "shape_rules: ['n >> 2']\n    outputs:"), "shape rule does not parse"),
+    (("outputs:", "shape_rules: ['m >= 2']\n    outputs:"), "'m' is not an int param or a dim bound by an input shape"),
+    (("outputs:", "params:\n      eps: {type: float, default: yes}\n    outputs:"), "param 'eps': default True is not a float"),
+    (("outputs:", "params:\n      eps: {type: double}\n    outputs:"), "param 'eps': unknown type 'double'"),
+    (("outputs:", "params:\n      a: {type: int, default: 1}\n      b: {type: int}\n    outputs:"),
+     "param 'b' has no default but follows a param that has one"),
+    (("shape: same_as(x)}", "shape: same_as(x), aliases: x}"), "output 'y': aliases 'x' must name a mutated input"),
+    (("shape: same_as(x)}", 'shape: "[..., m]"}'), "output 'y': shape names ['m'] that no input shape binds"),
+    (("status: implemented", "status: implemented\n  composition: [BOp]"), "composition names unknown op class 'BOp'"),
+    (("AOp:", "Aop:"), "op class names are CamelCase and end with 'Op'"),
+    (("y: {dtype", "target: {dtype"), "output name 'target' is reserved by the generated schema"),
+])
+def test_each_rule_fires(edit, message):
+    old, new = edit
+    assert old in GOOD
+    assert message in error_of(GOOD.replace(old, new, 1))
+
+
+def test_two_buffer_outputs_are_refused():
+    text = GOOD.replace("y: {dtype: same_as(x), shape: same_as(x)}",
+                        "y: {dtype: same_as(x), shape: same_as(x), buffer: out}\n"
+                        "      z: {dtype: same_as(x), shape: same_as(x), buffer: out}")
+    assert "at most one output may be 'buffer: out'" in error_of(text)
+
+
+def test_same_class_twice_across_files():
+    with pytest.raises(ManifestError, match="op class defined twice"):
+        build_ops([parse_text(GOOD, "manifests/a.yaml"), parse_text(GOOD, "manifests/b.yaml")])

@@ -1,0 +1,41 @@
+"""The manifest validator: passes on the repo, fails on a contract registry out of step."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VALIDATOR = os.path.join(ROOT, "scripts", "validate_manifest.py")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, VALIDATOR, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_repo_manifests_validate():
+    out = run()
+    assert out.returncode == 0, out.stderr
+    assert "entries OK" in out.stdout
+
+
+def test_missing_cold_compile_entry_fails(tmp_path):
+    contract = tmp_path / "compile_contract.py"
+    contract.write_text("CONTRACT = {}\n")
+    out = run("--contract", str(contract))
+    assert out.returncode == 1
+    assert "RMSNormFwdOp has a compile boundary but no cold-compile entry in CONTRACT" in out.stderr
+
+
+def test_stale_contract_entry_fails(tmp_path):
+    contract = tmp_path / "compile_contract.py"
+    contract.write_text("CONTRACT = {'RMSNormFwdOp': None, 'GhostOp': None}\n")
+    out = run("--contract", str(contract))
+    assert out.returncode == 1 and "CONTRACT lists GhostOp" in out.stderr
+
+
+def test_broken_manifest_fails_with_location(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("XOp:\n  family: x\n  ref_api: y\n  status: implemented\n  signature:\n    outputs:\n"
+                   "      y: {dtype: float99, shape: '[2]'}\n")
+    out = run("--manifests", str(bad), "--library", "")
+    assert out.returncode == 1
+    assert "bad.yaml:7: XOp: output 'y': unknown dtype 'float99'" in out.stderr

@@ -1,0 +1,154 @@
+"""RMSNorm on the GPU (nvrtc target): correctness against a float64 reference, build/hit counters,
+disk cache, concurrency, CUDA graphs, torch.compile. Skipped without a GPU (conftest)."""
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+import torch._dynamo
+
+import tileops
+from support.reference import assert_close_rel, rms_norm_ref
+from tileops.norm import RMSNormFwdOp
+
+pytestmark = pytest.mark.gpu
+OP = torch.ops.tileops.norm_rms_norm_fwd
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 16384, 65536])
+@pytest.mark.parametrize("m", [0, 1, 7, 2048])
+@pytest.mark.parametrize("weight", [True, False], ids=["w", "nw"])
+def test_matches_float64_reference(m, n, dtype, weight):
+    x = torch.randn(m, n, device="cuda", dtype=dtype) * 3 + 0.5
+    w = torch.randn(n, device="cuda", dtype=dtype) if weight else None
+    y = OP(x, w, [n])
+    assert y.is_contiguous() and y.shape == x.shape and y.dtype == dtype
+    assert_close_rel(y, rms_norm_ref(x, [n], w))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_non_contiguous_and_misaligned_inputs(dtype):
+    base = torch.randn(4096, 300, device="cuda", dtype=dtype)
+    x = base[:, 1:257]  # non-contiguous rows that start 1 element off 16-byte alignment
+    assert not x.is_contiguous()
+    w = torch.randn(256, device="cuda", dtype=dtype)
+    assert_close_rel(OP(x, w, [256]), rms_norm_ref(x, [256], w))
+    xt = torch.randn(256, 512, device="cuda", dtype=dtype).t()  # (512, 256), strides (1, 512)
+    assert_close_rel(OP(xt, w, [256]), rms_norm_ref(xt, [256], w))
+    # A contiguous tensor whose storage starts off a 16-byte boundary takes the narrow-access kernel.
+    flat = torch.randn(1 + 8 * 256, device="cuda", dtype=dtype)[1:].view(8, 256)
+    assert flat.is_contiguous() and flat.data_ptr() % 16 != 0
+    assert_close_rel(OP(flat, w, [256]), rms_norm_ref(flat, [256], w))
+
+
+def test_eps_multi_dim_normalized_shape_and_odd_rows():
+    x = torch.randn(3, 5, 7, 33, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(7, 33, device="cuda", dtype=torch.bfloat16)
+    assert_close_rel(OP(x, w, [7, 33], 1e-2), rms_norm_ref(x, [7, 33], w, 1e-2))
+    # eps=None means finfo(float32).eps, as F.rms_norm: tiny rows show the difference.
+    tiny = torch.full((2, 64), 1e-4, device="cuda", dtype=torch.float32)
+    torch.testing.assert_close(OP(tiny, None, [64]), torch.nn.functional.rms_norm(tiny, [64]))
+
+
+def test_reference_target_on_cuda_agrees():
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.float16)
+    w = torch.randn(4096, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(OP(x, w, [4096]), OP(x, w, [4096], target="reference"), rtol=2e-3, atol=2e-3)
+
+
+def test_build_once_then_hit_and_keyed_by_identity(counters):
+    tileops.clear_kernel_caches()
+    w = torch.randn(3072, device="cuda", dtype=torch.float16)
+    OP(torch.randn(4, 3072, device="cuda", dtype=torch.float16), w, [3072])
+    c = counters()
+    assert c["kernel_builds"] == 1 and c["module_loads"] == 1
+    assert c["nvrtc_compiles"] + c["disk_cache_hits"] == 1
+    OP(torch.randn(9, 3072, device="cuda", dtype=torch.float16), w, [3072])   # other M: same kernel
+    assert counters()["kernel_builds"] == 1 and counters()["kernel_hits"] == 1
+    OP(torch.randn(9, 3072, device="cuda", dtype=torch.float16), None, [3072])  # no weight: new identity
+    OP(torch.randn(9, 2048, device="cuda", dtype=torch.float16), None, [2048])  # other N: new identity
+    assert counters()["kernel_builds"] == 3
+
+
+def test_disk_cache_serves_a_second_process(tmp_path):
+    code = ("import torch, tileops; tileops.load();"
+            "x = torch.randn(8, 1536, device='cuda', dtype=torch.bfloat16);"
+            "torch.ops.tileops.norm_rms_norm_fwd(x, None, [1536]); torch.cuda.synchronize();"
+            "c = tileops.counters(); print(c['nvrtc_compiles'], c['disk_cache_hits'])")
+    env = dict(os.environ, TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert first.stdout.split() == ["1", "0"], first.stderr
+    assert second.stdout.split() == ["0", "1"], second.stderr
+    assert any(p.suffix == ".cubin" for p in tmp_path.iterdir())
+
+
+def test_threads_missing_the_same_identity_build_once(counters):
+    tileops.clear_kernel_caches()
+    x = torch.randn(16, 2560, device="cuda", dtype=torch.float32)
+    results, barrier = [None] * 4, threading.Barrier(4)
+
+    def work(i):
+        barrier.wait()
+        results[i] = OP(x, None, [2560])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert counters()["kernel_builds"] == 1
+    for r in results:
+        torch.testing.assert_close(r, results[0])
+
+
+def test_cuda_graph_after_warm_up_replays_correctly():
+    x = torch.randn(32, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    OP(x, w, [4096])  # warm-up: builds the kernel
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = OP(x, w, [4096])
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        assert_close_rel(y, rms_norm_ref(x, [4096], w))
+
+
+def test_capture_that_needs_a_build_is_a_clear_error_and_the_process_survives(counters):
+    x = torch.randn(4, 1234, device="cuda", dtype=torch.float16)  # never built before
+    tileops.clear_kernel_caches()
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match=r"current stream is being captured.*Warm up first"):
+        with torch.cuda.graph(g):
+            OP(x, None, [1234])
+    assert counters()["capture_refusals"] == 1 and counters()["kernel_builds"] == 0
+    torch.cuda.synchronize()
+    assert_close_rel(OP(x, None, [1234]), rms_norm_ref(x, [1234]))  # still usable
+
+
+def test_cold_compile_on_gpu_one_node_no_recompile_dynamic_batch(counters):
+    torch._dynamo.reset()
+    tileops.clear_kernel_caches()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+    op = RMSNormFwdOp((4096,))
+    fn = torch.compile(lambda x, w: op(x, w), fullgraph=True, dynamic=True, backend=backend)
+    w = torch.randn(4096, device="cuda", dtype=torch.float16)
+    for m in (2048, 17, 300):
+        x = torch.randn(m, 4096, device="cuda", dtype=torch.float16)
+        assert_close_rel(fn(x, w), rms_norm_ref(x, [4096], w))
+    assert len(graphs) == 1
+    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert calls == [torch.ops.tileops.norm_rms_norm_fwd.default]
+    assert counters()["kernel_builds"] == 1  # tracing built nothing; the three real calls share one kernel
