@@ -12,7 +12,7 @@ Fails (exit 1) with 'file:line: Class: rule' when:
 from __future__ import annotations
 
 import argparse
-import ast
+import importlib.util
 import glob
 import os
 import sys
@@ -26,12 +26,18 @@ from codegen.parse import ManifestError  # noqa: E402
 
 
 def contract_classes(path: str) -> set[str]:
-    """Keys of CONTRACT in tests/compile_contract.py, read without importing torch."""
-    tree = ast.parse(open(path, encoding="utf-8").read(), path)
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CONTRACT" for t in node.targets):
-            return {k.value for k in node.value.keys}
-    raise SystemExit(f"{path}: no CONTRACT dict found")
+    """Keys of CONTRACT in the compile-contract registry (imported from its folder)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name[:-3], path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+    if not hasattr(module, "CONTRACT"):
+        raise SystemExit(f"{path}: no CONTRACT dict found")
+    return set(module.CONTRACT)
 
 
 def check_library(ops, library: str) -> list[str]:

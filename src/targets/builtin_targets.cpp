@@ -1,20 +1,25 @@
-// The in-tree targets and the kernels each serves: one place to bind a new op (vLLM-style).
-#include "targets/nvrtc/norm_rms_norm_fwd.h"
-#include "targets/reference/reference.h"
+// The in-tree targets. Their kernels come from TILEOPS_BUILTIN_KERNEL lines in the per-op files.
+#include "targets/builtin.h"
 #include "targets/registry.h"
 
 namespace tileops::registry {
+
+std::vector<BuiltinKernel>& builtin_kernels() {
+  static std::vector<BuiltinKernel> kernels;  // filled by static initializers, read once below
+  return kernels;
+}
 
 void register_builtin_targets() {
   // Fallbacks: an out-of-tree target that claims a device wins over these.
   TargetRegistration nvrtc("nvrtc");
   nvrtc.fallback().detector([](const c10::Device& d) { return d.is_cuda(); });
-  nvrtc.kernel("RMSNormFwdOp", nvrtc::rms_norm_fwd_builder());
-  nvrtc.commit();
-
   TargetRegistration reference("reference");
   reference.fallback().detector([](const c10::Device& d) { return d.is_cpu(); });
-  reference.kernel("RMSNormFwdOp", reference::rms_norm_fwd_builder());
+  for (const BuiltinKernel& k : builtin_kernels()) {
+    TargetRegistration& r = std::string_view(k.target) == "nvrtc" ? nvrtc : reference;
+    r.kernel(k.op, k.make());
+  }
+  nvrtc.commit();
   reference.commit();
 }
 

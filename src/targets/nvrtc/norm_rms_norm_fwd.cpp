@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "targets/builtin.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "tileops_generated/ops.h"
 
@@ -152,5 +153,7 @@ KernelBuilder rms_norm_fwd_builder() {
   };
   return b;
 }
+
+TILEOPS_BUILTIN_KERNEL(nvrtc, RMSNormFwdOp, rms_norm_fwd_builder);
 
 }  // namespace tileops::nvrtc

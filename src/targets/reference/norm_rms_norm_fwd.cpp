@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "targets/builtin.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 
@@ -25,5 +26,6 @@ class RmsNormReference final : public Kernel {
 }  // namespace
 
 KernelBuilder rms_norm_fwd_builder() { return stateless_builder<RmsNormReference>("rms_norm_fwd (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, RMSNormFwdOp, rms_norm_fwd_builder);
 
 }  // namespace tileops::reference

@@ -19,6 +19,4 @@ KernelBuilder stateless_builder(std::string name) {
   return b;
 }
 
-KernelBuilder rms_norm_fwd_builder();
-
 }  // namespace tileops::reference
