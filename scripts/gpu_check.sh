@@ -37,6 +37,9 @@ if [ -n "${BENCH_VARIANTS:-}" ]; then
     >"$OUT/bench_vpt8.txt" 2>&1 || status=1
   grep -A12 "^workload" "$OUT/bench_vpt8.txt" | grep -v "^$" | sed 's/^/[vpt8] /' | head -9
 fi
-$PY scripts/bench/bench_norm.py --json "$OUT/bench.json" ${BENCH_ARGS:-} >"$OUT/bench.txt" 2>&1 || status=1
-cat "$OUT/bench.txt" | tail -30
+for bench in scripts/bench/bench_*.py; do
+  stem=$(basename "$bench" .py)
+  $PY "$bench" --json "$OUT/$stem.json" ${BENCH_ARGS:-} >"$OUT/$stem.txt" 2>&1 || { status=1; tail -20 "$OUT/$stem.txt"; }
+done
+cat "$OUT"/bench_*.txt | grep -v "^W[0-9]" | tail -60
 exit $status

@@ -39,6 +39,9 @@ class Op:
             if p["type"] == "int[]" and values[p["name"]] is not None:
                 v = values[p["name"]]
                 values[p["name"]] = [int(v)] if isinstance(v, int) else [int(d) for d in v]
+        if target is not None and not self._entry["has_boundary"]:
+            raise TypeError(f"{self.op_class} has no compile boundary (no tensor inputs, or composite): the device "
+                            "of its inputs or its device param chooses the target")
         if target is not None and target not in target_names():
             raise ValueError(f"{self.op_class}: unknown target '{target}' (registered: {', '.join(target_names())})")
         self.target = target
@@ -55,11 +58,12 @@ class Op:
             if a is None and not i["optional"]:
                 raise TypeError(f"{self.op_class}: input '{i['name']}' is required")
         overload = self._out_operator if out is not None else self._operator
+        kwargs = {"target": self.target} if self._entry["has_boundary"] else {}
         if out is not None:
             if overload is None:
                 raise TypeError(f"{self.op_class} has no output buffer branch")
-            return overload(*args, out, *self._params, target=self.target)
-        return overload(*args, *self._params, target=self.target)
+            return overload(*args, out, *self._params, **kwargs)
+        return overload(*args, *self._params, **kwargs)
 
     def __repr__(self) -> str:
         ps = ", ".join(f"{p['name']}={getattr(self, p['name'])!r}" for p in self._entry["params"])

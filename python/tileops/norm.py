@@ -1,5 +1,6 @@
 """Norm family ops (manifests/norm.yaml)."""
 from ._ops import make_classes
 
-globals().update(make_classes("norm"))
-__all__ = sorted(make_classes("norm"))
+_classes = make_classes("norm")
+globals().update(_classes)
+__all__ = sorted(_classes)

@@ -279,7 +279,8 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
     lines = emit_shapes_struct(op, env)
     dummy = Branch((), False, ())
     params = ", ".join(f"{t} {n}" for _, t, n in branch_args(op, dummy))
-    lines.append(f"[[maybe_unused]] static {op.base_name}__Shapes {op.base_name}__check(const char* kOp, {params}) {{")
+    lines.append(f"[[maybe_unused]] static {op.base_name}__Shapes {op.base_name}__check("
+                 f"{', '.join(['const char* kOp'] + ([params] if params else []))}) {{")
     lines.append(f"  {op.base_name}__Shapes s;")
     body = []
     # Param-only rules first: their message is clearer than a shape mismatch they cause.
@@ -340,11 +341,14 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
 # Outputs
 
 
-def emit_output_alloc(op: Op, env: Env, o: Output, var: str, device_src: str) -> list[str]:
+def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str) -> list[str]:
     if o.dtype.kind == "union":
         if len(o.dtype.names) != 1:
             raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
         dtype = DTYPES[o.dtype.names[0]]
+    elif o.dtype.kind == "same_as" and op.input(o.dtype.ref) is None:  # a ScalarType param
+        p = op.param(o.dtype.ref)
+        dtype = f"{p.name}.value()" if p.nullable else p.name
     elif o.dtype.kind == "same_as":
         dtype = f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
     else:
@@ -363,7 +367,7 @@ def emit_output_alloc(op: Op, env: Env, o: Output, var: str, device_src: str) ->
                 lines.append(f"{var}_shape.push_back({env.expr(d)});")
         shape = f"{var}_shape"
     # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (SPEC §3).
-    lines.append(f"{var} = at::empty_symint({shape}, {device_src}.options().dtype({dtype}));")
+    lines.append(f"{var} = at::empty_symint({shape}, {options}.dtype({dtype}));")
     return lines
 
 
@@ -413,7 +417,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
                 if not meta:
                     body.append(f"{var} = out.is_contiguous() ? out : at::empty_symint(out.sym_sizes(), out.options());")
                 continue
-            body += emit_output_alloc(op, env, o, var, first.name)
+            body += emit_output_alloc(op, env, o, var, f"{first.name}.options()")
         return body
 
     # Boundary (CUDA and CompositeExplicitAutograd): checks -> contiguous -> target -> kernel -> launch.
@@ -481,6 +485,58 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     return lines
 
 
+def emit_composite(op: Op, branch: Branch) -> list[str]:
+    """A composite op: the generated checks, then the hand-written body in src/composite/."""
+    name = op.operator_name(branch)
+    check_args = ", ".join(n for _, _, n in branch_args(op, Branch((), False, ())))
+    return [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line}; composed of {', '.join(op.composition)})",
+            f"static {return_type(op, branch)} {name}__composite({cpp_params(op, branch, False)}) {{",
+            f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};",
+            f"  {op.base_name}__check(kOp{', ' + check_args if check_args else ''});",
+            f"  return tileops::composite::{name}({cpp_arg_names(op, branch, False)});",
+            "}"]
+
+
+def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
+    """An op without tensor inputs: outputs on its Device param, served by that device's target."""
+    name = op.operator_name(branch)
+    dev = next(p for p in op.params if p.type == "Device").name
+    check_args = ", ".join(n for _, _, n in branch_args(op, Branch((), False, ())))
+    lines = [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line}; no tensor inputs)",
+             f"static {return_type(op, branch)} {name}__factory({cpp_params(op, branch, False)}) {{",
+             f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};",
+             f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp{', ' + check_args if check_args else ''});"]
+    body = []
+    for o in op.outputs:
+        body.append(f"at::Tensor o_{o.name};")
+        body += emit_output_alloc(op, env, o, f"o_{o.name}", f"at::TensorOptions().device({dev})")
+    body.append(f"const std::array<at::Tensor, {len(op.outputs)}> outs{{{', '.join('o_' + o.name for o in op.outputs)}}};")
+    body.append(f"const std::array<tileops::ParamValue, {max(1, len(op.params))}> params{{"
+                f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")
+    body.append(f"if (!{dev}.is_meta() && !tileops::check::all_empty(outs)) {{  // meta: shapes only")
+    body.append(f"  const tileops::OpCall call{{tileops::ops::{op.base_name}::kId, kOp, o_{op.outputs[0].name}.device(), "
+                f"{{}}, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), {len(op.params)})}};")
+    body.append("  tileops::runtime::invoke(call, std::nullopt);")
+    body.append("}")
+    body.append(_return_stmt(returned_outputs(op, branch)))
+    lines += ["  " + b for b in body]
+    lines.append("}")
+    return lines
+
+
+def emit_composite_header(ops) -> str:
+    """Declarations the hand-written composite bodies (src/composite/<op>.cpp) must define."""
+    out = [banner(o.path for o in ops), "#pragma once", "", "#include <ATen/core/Tensor.h>", "",
+           "namespace tileops::composite {", ""]
+    for op in ops:
+        if op.status == "implemented" and op.composition:
+            for b in op.branches:
+                out.append(f"// {op.cls} ({op.path}:{op.line}), composed of {', '.join(op.composition)}")
+                out.append(f"{return_type(op, b)} {op.operator_name(b)}({cpp_params(op, b, False)});")
+    out += ["", "}  // namespace tileops::composite"]
+    return "\n".join(out) + "\n"
+
+
 def _shape_expr_for_out(op: Op, env: Env, o: Output) -> str:
     if isinstance(o.shape, exprs.SameAs):
         return f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
@@ -505,19 +561,21 @@ def _return_stmt(rets) -> str:
 
 def emit_registration(ops) -> str:
     impl = [o for o in ops if o.status == "implemented"]
-    unsupported = [o for o in impl if not o.has_boundary]
-    for o in unsupported:
-        raise ValueError(f"{o.path}:{o.line}: {o.cls}: implemented ops without a boundary (composite or without "
-                         "tensor inputs) are not generated yet; mark the entry spec-only")
     out = [banner(o.path for o in ops),
            "#include <ATen/ATen.h>", "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
            "", '#include "boundary/checks.h"', '#include "boundary/runtime.h"', '#include "tileops/op_call.h"',
-           '#include "tileops_generated/ops.h"', "", "namespace tileops::gen {", "namespace {", ""]
+           '#include "tileops_generated/composite.h"', '#include "tileops_generated/ops.h"', "",
+           "namespace tileops::gen {", "namespace {", ""]
     for op in impl:
         check_lines, env = emit_check_fn(op)
         out += check_lines + [""]
         for b in op.branches:
-            out += emit_branch(op, env, b) + [""]
+            if op.has_boundary:
+                out += emit_branch(op, env, b) + [""]
+            elif op.composition:
+                out += emit_composite(op, b) + [""]
+            else:
+                out += emit_factory(op, env, b) + [""]
     out += ["}  // namespace", "}  // namespace tileops::gen", "",
             "// One registration unit: each operator's def and its impls side by side.",
             "TORCH_LIBRARY(tileops, m) {"]
@@ -526,8 +584,16 @@ def emit_registration(ops) -> str:
             name = op.operator_name(b)
             out.append(f"  // {op.cls} ({op.path}:{op.line})")
             out.append(f"  m.def({cpp_str(schema(op, b))}, {{at::Tag::pt2_compliant_tag}});")
-            for key, fn in (("Meta", "meta"), ("CUDA", "boundary"), ("CompositeExplicitAutograd", "boundary"),
-                            ("Autograd", "autograd")):
+            if op.has_boundary:
+                impls = (("Meta", "meta"), ("CUDA", "boundary"), ("CompositeExplicitAutograd", "boundary"),
+                         ("Autograd", "autograd"))
+            elif op.composition:
+                # Traced through: each sub-op with a boundary becomes its own node.
+                impls = (("CompositeImplicitAutograd", "composite"),)
+            else:
+                # No tensor inputs: dispatches on nothing, serves every device (meta included).
+                impls = (("CompositeExplicitAutograd", "factory"),)
+            for key, fn in impls:
                 out.append(f"  m.impl({cpp_str(name)}, torch::dispatch(c10::DispatchKey::{key}, "
                            f"TORCH_FN(tileops::gen::{name}__{fn})));")
     out.append("}")

@@ -370,7 +370,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         line = raw_outputs.line_of(name)
         new_name(name, line, "output")
         ctx.keys(spec, OUTPUT_KEYS, f"output '{name}'", required=("dtype", "shape"))
-        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), input_names, f"output '{name}'")
+        dtype_sources = input_names + [p.name for p in params if p.type == "ScalarType"]
+        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), dtype_sources, f"output '{name}'")
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"output '{name}'")
         if isinstance(shape, exprs.SameAs) and shape.input not in input_names:
             ctx.fail(spec.line_of("shape"), f"output '{name}': shape same_as({shape.input}) names no input")
@@ -441,6 +442,12 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     composition = entry.get("composition") or ()
     if composition and (not isinstance(composition, list) or not all(isinstance(c, str) for c in composition)):
         ctx.fail(entry.line_of("composition"), "composition lists the op classes the op is built from")
+
+    if not inputs and status == "implemented" and not any(p.type == "Device" for p in params):
+        ctx.fail(sig.line, "an op without tensor inputs needs a Device param: it decides where outputs live and "
+                           "which target serves the call")
+    if not inputs and any(o.buffer or o.optional for o in outputs):
+        ctx.fail(sig.line, "an op without tensor inputs has no out buffer or optional outputs")
 
     roofline = entry.get("roofline")
     if roofline is not None:

@@ -1,0 +1,97 @@
+"""Shared benchmark harness: CUDA-graph timing with cold-ish L2, manifest workloads, tables.
+
+A bench script (scripts/bench/bench_<family>.py) builds, per workload, a dict of named callables
+factories {label: make(i) -> callable} over `n_sets` rotating input sets, and calls `measure`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+L2_BYTES = 60 * 2 ** 20  # H200
+
+
+def n_sets_for(bytes_per_call: int) -> int:
+    """Input sets to rotate so that one graph's sets exceed 4x the L2 (2..64)."""
+    return max(2, min(64, -(-4 * L2_BYTES // max(1, bytes_per_call))))
+
+
+def graph_time_us(make_call, n_sets: int, k: int = 20, reps: int = 15) -> float:
+    """Median µs per call of make_call(i) captured K times (rotating sets) in one CUDA graph."""
+    calls = [make_call(i % n_sets) for i in range(k)]
+    for c in calls[:n_sets]:
+        c()  # warm-up: builds kernels outside capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1000 / k)
+    return statistics.median(times)
+
+
+def measure(workload: str, shape_desc: str, dtype: torch.dtype, bytes_per_call: int, n_sets: int,
+            factories: dict) -> dict:
+    """Times each factory ('ours', 'eager', 'compile', 'copy' expected) and derives the ratios."""
+    row = {"workload": workload, "shape": shape_desc, "dtype": str(dtype).replace("torch.", "")}
+    for label, make in factories.items():
+        row[label + "_us"] = graph_time_us(make, n_sets)
+    row["tbps"] = bytes_per_call / (row["ours_us"] * 1e-6) / 1e12
+    row["frac_of_copy"] = row["copy_us"] / row["ours_us"]
+    row["vs_best_peer"] = min(row["eager_us"], row["compile_us"]) / row["ours_us"]
+    return row
+
+
+def manifest_workloads(family: str, op_class: str) -> list[dict]:
+    with open(os.path.join(ROOT, "manifests", f"{family}.yaml")) as f:
+        return yaml.safe_load(f)[op_class].get("workloads", [])
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    dev = torch.cuda.get_device_properties(0).name
+    print(f"\n{title} — {dev}, torch {torch.__version__}; median µs per call, cold-ish L2 (CUDA graph replay)")
+    print(f"{'workload':<22}{'shape':<18}{'dtype':<9}{'ours':>8}{'eager':>8}{'compile':>9}{'copy':>8}"
+          f"{'TB/s':>7}{'copy/ours':>10}{'vs best':>8}")
+    for r in rows:
+        print(f"{r['workload']:<22}{r['shape']:<18}{r['dtype']:<9}{r['ours_us']:>8.1f}{r['eager_us']:>8.1f}"
+              f"{r['compile_us']:>9.1f}{r['copy_us']:>8.1f}{r['tbps']:>7.2f}{r['frac_of_copy']:>10.2f}"
+              f"{r['vs_best_peer']:>7.2f}x")
+
+
+def host_us_per_call(fn, iters: int = 3000, rounds: int = 7) -> float:
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e6 / iters)
+    return statistics.median(samples)
+
+
+def write_json(path: str | None, report: dict) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
