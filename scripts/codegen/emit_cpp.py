@@ -341,33 +341,27 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
 # Outputs
 
 
-def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str) -> list[str]:
-    if o.dtype.kind == "union":
-        if len(o.dtype.names) != 1:
-            raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
-        dtype = DTYPES[o.dtype.names[0]]
-    elif o.dtype.kind == "same_as" and op.input(o.dtype.ref) is None:  # a ScalarType param
-        p = op.param(o.dtype.ref)
-        dtype = f"{p.name}.value()" if p.nullable else p.name
-    elif o.dtype.kind == "same_as":
-        dtype = f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
-    else:
-        dtype = f"tileops::check::promote_int_to_float({tensor_ref(op, o.dtype.ref)}.scalar_type())"
-    lines = []
+def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
+    """Lines building an output's shape from the manifest, and the C++ expression for it."""
     if isinstance(o.shape, exprs.SameAs):
-        shape = f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
-    else:
-        lines.append(f"c10::SmallVector<c10::SymInt, 8> {var}_shape;")
-        for d in o.shape.dims:
-            if isinstance(d, exprs.Ellipsis_):
-                lines.append(f"{var}_shape.append(s.ellipsis.begin(), s.ellipsis.end());")
-            elif isinstance(d, exprs.Splice):
-                lines.append(f"{var}_shape.append({d.param}.begin(), {d.param}.end());")
-            else:
-                lines.append(f"{var}_shape.push_back({env.expr(d)});")
-        shape = f"{var}_shape"
+        return [], f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
+    lines = [f"c10::SmallVector<c10::SymInt, 8> {var}_shape;"]
+    for d in o.shape.dims:
+        if isinstance(d, exprs.Ellipsis_):
+            lines.append(f"{var}_shape.append(s.ellipsis.begin(), s.ellipsis.end());")
+        elif isinstance(d, exprs.Splice):
+            lines.append(f"{var}_shape.append({d.param}.begin(), {d.param}.end());")
+        else:
+            lines.append(f"{var}_shape.push_back({env.expr(d)});")
+    return lines, f"{var}_shape"
+
+
+def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str) -> list[str]:
+    if o.dtype.kind == "union" and len(o.dtype.names) != 1:
+        raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
+    lines, shape = emit_shape(op, env, o, var)
     # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (SPEC §3).
-    lines.append(f"{var} = at::empty_symint({shape}, {options}.dtype({dtype}));")
+    lines.append(f"{var} = at::empty_symint({shape}, {options}.dtype({_dtype_expr(op, o)}));")
     return lines
 
 
@@ -412,8 +406,9 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
             if o.name in branch.without:
                 continue
             if o.buffer and branch.out:
-                body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, "
-                            f"{_shape_expr_for_out(op, env, o)}, {_dtype_expr(op, o)});")
+                shape_lines, shape = emit_shape(op, env, o, f"expected_{o.name}")
+                body += shape_lines
+                body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, {_dtype_expr(op, o)});")
                 if not meta:
                     body.append(f"{var} = out.is_contiguous() ? out : at::empty_symint(out.sym_sizes(), out.options());")
                 continue
@@ -443,7 +438,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
                 f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")
     body.append("if (!tileops::check::all_empty(outs)) {")
     body.append(f"  const tileops::OpCall call{{tileops::ops::{op.base_name}::kId, kOp, {first.name}.device(), "
-                f"ins, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), {len(op.params)})}};")
+                f"ins, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), size_t{{{len(op.params)}}})}};")
     body.append("  tileops::runtime::invoke(call, target);")
     body.append("}")
     for w in branch.writes:
@@ -515,7 +510,7 @@ def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
                 f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")
     body.append(f"if (!{dev}.is_meta() && !tileops::check::all_empty(outs)) {{  // meta: shapes only")
     body.append(f"  const tileops::OpCall call{{tileops::ops::{op.base_name}::kId, kOp, o_{op.outputs[0].name}.device(), "
-                f"{{}}, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), {len(op.params)})}};")
+                f"{{}}, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), size_t{{{len(op.params)}}})}};")
     body.append("  tileops::runtime::invoke(call, std::nullopt);")
     body.append("}")
     body.append(_return_stmt(returned_outputs(op, branch)))
@@ -537,13 +532,10 @@ def emit_composite_header(ops) -> str:
     return "\n".join(out) + "\n"
 
 
-def _shape_expr_for_out(op: Op, env: Env, o: Output) -> str:
-    if isinstance(o.shape, exprs.SameAs):
-        return f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
-    raise ValueError(f"{op.path}:{o.line}: {op.cls}: 'buffer: out' outputs need shape same_as(input) for now")
-
-
 def _dtype_expr(op: Op, o: Output) -> str:
+    if o.dtype.kind == "same_as" and op.input(o.dtype.ref) is None:  # a ScalarType param
+        p = op.param(o.dtype.ref)
+        return f"{p.name}.value()" if p.nullable else p.name
     if o.dtype.kind == "same_as":
         return f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
     if o.dtype.kind == "promote_int_to_float":
