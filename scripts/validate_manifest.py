@@ -55,7 +55,8 @@ def check_library(ops, library: str) -> list[str]:
             except (AttributeError, RuntimeError):
                 errors.append(f"{where}: operator tileops::{name} is not registered by {library}")
                 continue
-            if str(registered) != "tileops::" + schema(op, b):
+            # Compare torch's normal form of both (it rewrites defaults: 'none' -> "none", 1e4 -> 10000.).
+            if str(registered) != str(torch._C.parse_schema("tileops::" + schema(op, b))):
                 errors.append(f"{where}: registered schema '{registered}' differs from the manifest's "
                               f"'tileops::{schema(op, b)}'; rebuild the library")
             written = {a.name for a in registered.arguments if a.alias_info is not None and a.alias_info.is_write}

@@ -18,8 +18,12 @@ class Op:
     compile_op_names: ClassVar[tuple[str, ...]]
     _entry: ClassVar[dict]
 
-    def __init__(self, *args: Any, target: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, target: str | None = None, inplace: bool = False, **kwargs: Any):
         params = self._entry["params"]
+        # inplace=True picks the branch that writes every `mutated: optional` input (e.g. _writes_x).
+        if inplace and not any(i["mutated"] == "optional" for i in self._entry["inputs"]):
+            raise TypeError(f"{self.op_class} has no in-place branch (no input is 'mutated: optional')")
+        self.inplace = bool(inplace)
         if len(args) > len(params):
             raise TypeError(f"{self.op_class}() takes {len(params)} params, got {len(args)}")
         values = {}
@@ -36,6 +40,8 @@ class Op:
                 if not p["has_default"]:
                     raise TypeError(f"{self.op_class}() is missing param '{p['name']}'")
                 values[p["name"]] = p["default"]
+            if p["type"] == "ScalarType" and isinstance(values[p["name"]], str):
+                values[p["name"]] = getattr(torch, values[p["name"]])  # the op table spells dtypes as names
             if p["type"] == "int[]" and values[p["name"]] is not None:
                 v = values[p["name"]]
                 values[p["name"]] = [int(v)] if isinstance(v, int) else [int(d) for d in v]
@@ -57,17 +63,24 @@ class Op:
         for i, a in zip(inputs, args):
             if a is None and not i["optional"]:
                 raise TypeError(f"{self.op_class}: input '{i['name']}' is required")
-        overload = self._out_operator if out is not None else self._operator
+        overload = self._operators.get((self.inplace, out is not None))
         kwargs = {"target": self.target} if self._entry["has_boundary"] else {}
         if out is not None:
             if overload is None:
-                raise TypeError(f"{self.op_class} has no output buffer branch")
+                raise TypeError(f"{self.op_class} has no output buffer branch"
+                                + (" that writes its inputs in place" if self.inplace else ""))
             return overload(*args, out, *self._params, **kwargs)
-        return overload(*args, *self._params, **kwargs)
+        result = overload(*args, *self._params, **kwargs)
+        if result is None and self.inplace:
+            # As torch's in-place functions (relu_, F.silu(inplace=True)): return the written input(s).
+            written = [a for a, i in zip(args, inputs) if i["mutated"] != "no"]
+            return written[0] if len(written) == 1 else tuple(written)
+        return result
 
     def __repr__(self) -> str:
         ps = ", ".join(f"{p['name']}={getattr(self, p['name'])!r}" for p in self._entry["params"])
-        return f"{self.op_class}({ps}{', target=' + repr(self.target) if self.target else ''})"
+        extra = (", target=" + repr(self.target) if self.target else "") + (", inplace=True" if self.inplace else "")
+        return f"{self.op_class}({ps}{extra})"
 
 
 def _overload(name: str):
@@ -80,15 +93,20 @@ def make_classes(family: str) -> dict[str, type]:
     for entry in op_table():
         if entry["family"] != family or entry["status"] != "implemented":
             continue
-        base = [o for o in entry["operators"] if not o["out"] and not o["without"]
-                and set(o["writes"]) == {i["name"] for i in entry["inputs"] if i["mutated"] == "always"}]
-        outs = [o for o in entry["operators"] if o["out"] and not o["without"]]
+        if any(p["name"] == "inplace" for p in entry["params"]):
+            raise RuntimeError(f"{entry['class']}: a param named 'inplace' clashes with Op(inplace=...)")
+        always = {i["name"] for i in entry["inputs"] if i["mutated"] == "always"}
+        every = always | {i["name"] for i in entry["inputs"] if i["mutated"] == "optional"}
+        # (inplace, out) -> the operator of that branch that emits every output.
+        operators = {}
+        for o in entry["operators"]:
+            if not o["without"] and set(o["writes"]) in (always, every):
+                operators[(set(o["writes"]) == every != always, o["out"])] = _overload(o["name"])
         cls = type(entry["class"], (Op,), {
             "op_class": entry["class"],
             "compile_op_names": tuple(entry["compile_op_names"]),
             "_entry": entry,
-            "_operator": staticmethod(_overload(base[0]["name"])) if base else None,
-            "_out_operator": staticmethod(_overload(outs[0]["name"])) if outs else None,
+            "_operators": operators,
             "__doc__": f"{entry['class']} ({entry['manifest']}); matches {entry['ref_api']}.",
         })
         classes[entry["class"]] = cls

@@ -38,6 +38,48 @@ def rms_norm_rows(quick: bool) -> list[dict]:
     return rows
 
 
+def fused_and_layer_norm_rows() -> list[dict]:
+    rows = []
+    F = torch.nn.functional
+    for wl in harness.manifest_workloads("norm", "FusedAddRMSNormFwdOp"):
+        (m, n), dtype = wl["x"], harness.DTYPES[wl["dtypes"][0]]
+        bytes_per_call = (4 * m * n + n) * dtype.itemsize  # read x and residual, write y and residual
+        n_sets = harness.n_sets_for(bytes_per_call)
+        xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        rs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        big = [torch.empty(2 * m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        w = torch.randn(n, device="cuda", dtype=dtype)
+
+        def eager(x, r, w):
+            r.add_(x)
+            return F.rms_norm(r, [n], w)
+
+        compiled = torch.compile(eager)
+        rows.append(harness.measure("fused-add " + wl["name"], f"{m}x{n}", dtype, bytes_per_call, n_sets, {
+            "ours": lambda i: (lambda: torch.ops.tileops.norm_fused_add_rms_norm_fwd_writes_residual(xs[i], rs[i], w, [n])),
+            "eager": lambda i: (lambda: eager(xs[i], rs[i], w)),
+            "compile": lambda i: (lambda: compiled(xs[i], rs[i], w)),
+            "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),  # 2*M*N read + write
+        }))
+        del xs, rs, big
+    for wl in harness.manifest_workloads("norm", "LayerNormFwdOp"):
+        (m, n), dtype = wl["x"], harness.DTYPES[wl["dtypes"][0]]
+        bytes_per_call = (2 * m * n + 2 * n) * dtype.itemsize
+        n_sets = harness.n_sets_for(bytes_per_call)
+        xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        ys = [torch.empty_like(x) for x in xs]
+        w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
+        compiled = torch.compile(lambda x, w, b: F.layer_norm(x, [n], w, b))
+        rows.append(harness.measure("layer-norm " + wl["name"], f"{m}x{n}", dtype, bytes_per_call, n_sets, {
+            "ours": lambda i: (lambda: torch.ops.tileops.norm_layer_norm_fwd(xs[i], w, b, [n])),
+            "eager": lambda i: (lambda: F.layer_norm(xs[i], [n], w, b)),
+            "compile": lambda i: (lambda: compiled(xs[i], w, b)),
+            "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+        }))
+        del xs, ys
+    return rows
+
+
 def host_costs() -> dict:
     a = torch.randn(1, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(1, 64, device="cuda", dtype=torch.float16)
@@ -60,10 +102,13 @@ def main():
     args = ap.parse_args()
     tileops.load()
     rows = rms_norm_rows(args.quick)
+    other = [] if args.quick else fused_and_layer_norm_rows()
     host = host_costs()
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-                                   "kernels": rows, "host_us": host})
+                                   "kernels": rows + other, "host_us": host})
     harness.print_table("RMSNormFwdOp", rows)
+    if other:
+        harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")

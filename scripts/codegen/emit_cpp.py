@@ -292,7 +292,8 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
             body += emit_rule(op, env, r)
     for p in op.params:
         if p.choices:
-            vals = ", ".join(cpp_str(c) if p.type == "str" else str(c) for c in p.choices)
+            vals = ", ".join(cpp_str(c) if p.type == "str" else DTYPES[c] if p.type == "ScalarType" else str(c)
+                             for c in p.choices)
             desc = cpp_str(" | ".join(str(c) for c in p.choices))
             guard = f"if ({p.name}.has_value()) " if p.nullable else ""
             v = f"*{p.name}" if p.nullable else p.name
@@ -436,7 +437,9 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     body.append(f"const std::array<at::Tensor, {len(op.outputs)}> outs{{{', '.join('o_' + o.name for o in op.outputs)}}};")
     body.append(f"const std::array<tileops::ParamValue, {max(1, len(op.params))}> params{{"
                 f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")
-    body.append("if (!tileops::check::all_empty(outs)) {")
+    # Nothing to compute when every output is empty; an op that only writes inputs looks at those.
+    results = ["o_" + o.name for o in op.outputs] or [f"w_{w}" for w in branch.writes]
+    body.append(f"if (!tileops::check::all_empty(std::array<at::Tensor, {len(results)}>{{{', '.join(results)}}})) {{")
     body.append(f"  const tileops::OpCall call{{tileops::ops::{op.base_name}::kId, kOp, {first.name}.device(), "
                 f"ins, outs, c10::ArrayRef<tileops::ParamValue>(params.data(), size_t{{{len(op.params)}}})}};")
     body.append("  tileops::runtime::invoke(call, target);")

@@ -289,8 +289,10 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
             default = tuple(default)
     choices = spec.get("choices")
     if choices is not None:
-        if base not in ("str", "int") or not isinstance(choices, list) or not choices:
+        if base not in ("str", "int", "ScalarType") or not isinstance(choices, list) or not choices:
             ctx.fail(spec.line_of("choices"), f"param '{name}': choices must be a non-empty list of {base}")
+        if base == "ScalarType" and not all(c in DTYPES for c in choices):
+            ctx.fail(spec.line_of("choices"), f"param '{name}': choices must be dtype names ({', '.join(DTYPES)})")
         choices = tuple(choices)
     return Param(name, base, nullable, default, choices, line)
 

@@ -93,6 +93,13 @@ void require_choice(const char* op, const char* arg, c10::string_view v, std::in
   TORCH_CHECK_VALUE(false, op, ": '", arg, "' must be one of ", rule, ", got '", std::string(v), "'");
 }
 
+void require_choice(const char* op, const char* arg, c10::ScalarType v, std::initializer_list<c10::ScalarType> allowed,
+                    const char* rule) {
+  for (auto a : allowed)
+    if (a == v) return;
+  TORCH_CHECK_VALUE(false, op, ": '", arg, "' must be one of ", rule, ", got ", dtype_name(v));
+}
+
 void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& ref, c10::SymIntArrayRef shape,
                       c10::ScalarType dtype) {
   require_strided(op, "out", out);

@@ -38,6 +38,8 @@ void require_same_device(const char* op, const char* arg, const at::Tensor& t, c
 void require_choice(const char* op, const char* arg, int64_t v, std::initializer_list<int64_t> allowed, const char* rule);
 void require_choice(const char* op, const char* arg, c10::string_view v, std::initializer_list<const char*> allowed,
                     const char* rule);
+void require_choice(const char* op, const char* arg, c10::ScalarType v, std::initializer_list<c10::ScalarType> allowed,
+                    const char* rule);
 // `out` must have exactly the shape/dtype the manifest gives the output and live on ref's device.
 void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& ref, c10::SymIntArrayRef shape,
                       c10::ScalarType dtype);

@@ -75,8 +75,9 @@ def test_generated_registration_has_def_and_impls_side_by_side():
     text = emit_cpp.emit_registration(ops)
     assert text.startswith("// Generated from manifests/norm.yaml by scripts/codegen; do not edit.")
     d = text.index('m.def("norm_rms_norm_fwd(')
+    end = text.index("m.def(", d + 1) if "m.def(" in text[d + 1:] else len(text)
     for key in ("Meta", "CUDA", "CompositeExplicitAutograd", "Autograd"):
-        assert d < text.index(f"c10::DispatchKey::{key}")
+        assert d < text.index(f"c10::DispatchKey::{key}", d) < end
     # The Meta kernel allocates with torch.empty semantics, never empty_like.
     assert "empty_like" not in text
 

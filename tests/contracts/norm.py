@@ -2,13 +2,28 @@
 import torch
 
 
+def _inputs(device, *shapes):
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    return tuple(torch.randn(*s, device=device, dtype=dtype) for s in shapes)
+
+
 def _rms_norm(device):
     from tileops.norm import RMSNormFwdOp
-    x = torch.randn(8, 256, device=device, dtype=torch.float16 if device == "cuda" else torch.float32)
-    w = torch.randn(256, device=device, dtype=x.dtype)
-    return RMSNormFwdOp((256,)), (x, w)
+    return RMSNormFwdOp((256,)), _inputs(device, (8, 256), (256,))
+
+
+def _fused_add_rms_norm(device):
+    from tileops.norm import FusedAddRMSNormFwdOp
+    return FusedAddRMSNormFwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
+
+
+def _layer_norm(device):
+    from tileops.norm import LayerNormFwdOp
+    return LayerNormFwdOp((256,)), _inputs(device, (8, 256), (256,), (256,))
 
 
 CONTRACT = {
+    "LayerNormFwdOp": _layer_norm,
     "RMSNormFwdOp": _rms_norm,
+    "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
 }

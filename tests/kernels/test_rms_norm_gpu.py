@@ -152,3 +152,47 @@ def test_cold_compile_on_gpu_one_node_no_recompile_dynamic_batch(counters):
     calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert calls == [torch.ops.tileops.norm_rms_norm_fwd.default]
     assert counters()["kernel_builds"] == 1  # tracing built nothing; the three real calls share one kernel
+
+
+# ---- FusedAddRMSNormFwdOp -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 65536])
+@pytest.mark.parametrize("m", [0, 1, 7, 2048])
+def test_fused_add_matches_eager_both_branches(m, n, dtype):
+    x = torch.randn(m, n, device="cuda", dtype=dtype)
+    r = torch.randn(m, n, device="cuda", dtype=dtype)
+    w = torch.randn(n, device="cuda", dtype=dtype)
+    s = x + r  # rounded to dtype, as the op specifies
+    y, r_new = torch.ops.tileops.norm_fused_add_rms_norm_fwd(x, r, w, [n])
+    assert torch.equal(r_new, s)
+    assert_close_rel(y, rms_norm_ref(s, [n], w))
+    r_in_place = r.clone()
+    y2 = torch.ops.tileops.norm_fused_add_rms_norm_fwd_writes_residual(x, r_in_place, w, [n])
+    assert torch.equal(r_in_place, s)
+    assert torch.equal(y2, y)
+
+
+def test_fused_add_non_contiguous_residual_written_back():
+    x = torch.randn(64, 512, device="cuda", dtype=torch.bfloat16)
+    storage = torch.randn(512, 64, device="cuda", dtype=torch.bfloat16)
+    r = storage.t()
+    expected = x + r
+    torch.ops.tileops.norm_fused_add_rms_norm_fwd_writes_residual(x, r, None, [512])
+    assert torch.equal(storage.t(), expected)
+
+
+# ---- LayerNormFwdOp -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [64, 1000, 4096, 16384, 65536])
+@pytest.mark.parametrize("m", [0, 1, 7, 1024])
+@pytest.mark.parametrize("affine", ["wb", "w", "b", "none"])
+def test_layer_norm_matches_float64(m, n, dtype, affine):
+    x = torch.randn(m, n, device="cuda", dtype=dtype) * 2 + 3  # a non-zero mean exercises the centring
+    w = torch.randn(n, device="cuda", dtype=dtype) if "w" in affine else None
+    b = torch.randn(n, device="cuda", dtype=dtype) if "b" in affine else None
+    y = torch.ops.tileops.norm_layer_norm_fwd(x, w, b, [n])
+    ref = torch.nn.functional.layer_norm(x.double(), [n], None if w is None else w.double(),
+                                         None if b is None else b.double()).to(dtype)
+    assert_close_rel(y, ref)

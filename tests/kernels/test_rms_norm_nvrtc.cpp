@@ -7,6 +7,7 @@
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/norm_rms_norm_fwd.h"
+#include "targets/nvrtc/norm_layer_norm_fwd.h"
 #include "targets/nvrtc/nvrtc_target.h"
 
 namespace {
@@ -24,13 +25,15 @@ class RmsNormCompiles : public ::testing::TestWithParam<std::tuple<Case, const c
 TEST_P(RmsNormCompiles, ToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const auto& [c, arch] = GetParam();
-  const auto plan = plan_rms_norm(c.dtype, c.n, c.weight, FLT_EPSILON, 16);
-  const auto src = tileops::nvrtc::rms_norm_source(plan, arch);
-  const auto cubin = tileops::jit::compile_to_cubin(src);
-  ASSERT_GT(cubin.image.size(), 4u);
-  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-  EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd"), std::string::npos);
-  EXPECT_NE(src.name.find(arch), std::string::npos);
+  for (bool fused : {false, true}) {  // RMSNormFwdOp and FusedAddRMSNormFwdOp
+    const auto plan = plan_rms_norm(c.dtype, c.n, c.weight, FLT_EPSILON, 16, fused);
+    const auto src = tileops::nvrtc::rms_norm_source(plan, arch);
+    const auto cubin = tileops::jit::compile_to_cubin(src);
+    ASSERT_GT(cubin.image.size(), 4u);
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find(fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd"), std::string::npos);
+    EXPECT_NE(src.name.find(arch), std::string::npos);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -73,5 +76,27 @@ TEST(NvrtcTarget, ArchForHopperIsSm90a) {
   EXPECT_EQ(tileops::nvrtc::arch_for(9, 0), "sm_90a");
   EXPECT_EQ(tileops::nvrtc::arch_for(8, 0), "sm_80");
 }
+
+}  // namespace
+
+namespace {
+
+class LayerNormCompiles : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LayerNormCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const char* arch = GetParam();
+  // Register-resident and streaming rows, with and without weight/bias.
+  for (auto [dtype, n, weight, bias] : {std::tuple{c10::kBFloat16, int64_t{4096}, true, true},
+                                        std::tuple{c10::kHalf, int64_t{1000}, false, true},
+                                        std::tuple{c10::kFloat, int64_t{1} << 18, true, false}}) {
+    const auto plan = tileops::nvrtc::plan_rms_norm(dtype, n, weight, 1e-5f, 16);
+    const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::layer_norm_source(plan, bias, arch));
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find("layer_norm_fwd"), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, LayerNormCompiles, ::testing::Values("sm_80", "sm_90a"));
 
 }  // namespace

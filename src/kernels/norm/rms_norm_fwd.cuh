@@ -1,5 +1,7 @@
 // RMSNorm forward, register-resident rows: y = x * rsqrt(mean(x^2) + eps) * w, in float32, rounded
-// once to T (torch.nn.functional.rms_norm's semantics).
+// once to T (torch.nn.functional.rms_norm's semantics). With ADD_RESIDUAL (FusedAddRMSNormFwdOp) the
+// normalised row is s = T(x + residual), which is also stored to residual_out (which may be the
+// residual input itself: the in-place branch), exactly as `residual = x + residual` in T would.
 //
 // Layout: a CTA holds ROWS rows, TPR threads per row; thread t of a row owns the VEC-wide vectors
 // t, t + TPR, t + 2*TPR, ... of that row. With CACHE the row stays in registers between the
@@ -13,21 +15,43 @@
 
 namespace tileops {
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
-__global__ void __launch_bounds__(TPR * ROWS)
-rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
+// The row element source: x, or T(x + residual) written back to residual_out. residual_in and
+// residual_out may alias (in place), so neither is __restrict__; each element is read, then written,
+// by the same thread.
+template <typename T, int VEC, bool ADD_RESIDUAL>
+struct RowSource {
+  using V = Vec<T, VEC>;
+  const V* x;
+  const V* residual_in;
+  V* residual_out;
+
+  __device__ __forceinline__ V first_read(int c) const {
+    V v = x[c];
+    if constexpr (ADD_RESIDUAL) {
+      const V r = residual_in[c];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
+      residual_out[c] = v;
+    }
+    return v;
+  }
+  // Second read (rows not kept in registers): the sum was already stored to residual_out.
+  __device__ __forceinline__ V again(int c) const {
+    if constexpr (ADD_RESIDUAL) return residual_out[c];
+    return x[c];
+  }
+};
+
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS,
+          bool ADD_RESIDUAL>
+__device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const T* __restrict__ w,
+                                             T* __restrict__ y, bool active, float* scratch) {
   using V = Vec<T, VEC>;
   constexpr int kVecs = N / VEC;                      // vectors per row
   constexpr int kPerThread = (kVecs + TPR - 1) / TPR; // vectors per thread
   constexpr bool kExact = kVecs % TPR == 0;
-  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
-
   const int t = threadIdx.x % TPR;
-  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
-  // Inactive threads still take part in the shuffles (full-warp masks), they just load nothing.
-  const bool active = row < rows;
-  const V* xr = reinterpret_cast<const V*>(x + (active ? row : 0) * N);
-  V* yr = reinterpret_cast<V*>(y + (active ? row : 0) * N);
+  V* yr = reinterpret_cast<V*>(y);
   const V* wr = reinterpret_cast<const V*>(w);
 
   float ss = 0.f;
@@ -41,7 +65,7 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
-        cache[i] = xr[c];
+        cache[i] = src.first_read(c);
         if constexpr (kPrefetchW) wcache[i] = wr[c];
       }
     }
@@ -75,7 +99,7 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
 #pragma unroll 4
     for (int c = t; c < kVecs; c += TPR) {
       if (!active) break;
-      const V v = xr[c];
+      const V v = src.first_read(c);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
     }
@@ -84,7 +108,7 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
 #pragma unroll 4
     for (int c = kVecs - 1 - ((kVecs - 1 - t) % TPR + TPR) % TPR; c >= 0; c -= TPR) {
       if (!active) break;
-      const V v = xr[c];
+      const V v = src.again(c);
       V out;
       V wv;
       if constexpr (HAS_WEIGHT) wv = wr[c];
@@ -97,6 +121,33 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
       yr[c] = out;
     }
   }
+}
+
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPR * ROWS)
+rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
+  using V = Vec<T, VEC>;
+  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
+  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
+  // Inactive threads still take part in the shuffles (full-warp masks), they just load nothing.
+  const bool active = row < rows;
+  const long long off = (active ? row : 0) * N;
+  const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + off), nullptr, nullptr};
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, EPS_BITS, false>(src, w, y + off, active, scratch);
+}
+
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPR * ROWS)
+fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residual_out, const T* __restrict__ w,
+                       T* __restrict__ y, long long rows) {
+  using V = Vec<T, VEC>;
+  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
+  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
+  const bool active = row < rows;
+  const long long off = (active ? row : 0) * N;
+  const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
+                                    reinterpret_cast<V*>(residual_out + off)};
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, EPS_BITS, true>(src, w, y + off, active, scratch);
 }
 
 }  // namespace tileops

@@ -1,0 +1,6 @@
+"""Reduction family ops (manifests/reduction.yaml): SoftmaxFwdOp, LogSoftmaxFwdOp."""
+from ._ops import make_classes
+
+_classes = make_classes("reduction")
+globals().update(_classes)
+__all__ = sorted(_classes)

@@ -1,0 +1,85 @@
+"""Activation benchmarks on a GPU: our kernels beside torch eager (ref_api), torch.compile of it and a
+device copy of the same bytes (read x, write y), per manifest workload. A benchmark, not a test.
+    python3 scripts/bench/bench_activation.py [--json out.json] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+import harness  # scripts/bench/harness.py
+import tileops
+
+ops = torch.ops.tileops
+
+
+def _gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+# class -> (our call(x, params), torch eager ref_api(x, params), gated?)
+OPS = {
+    "ReluFwdOp": (lambda x, p: ops.activation_relu_fwd(x), lambda x, p: torch.relu(x), False),
+    "SiluFwdOp": (lambda x, p: ops.activation_silu_fwd(x), lambda x, p: F.silu(x), False),
+    "GeluFwdOp": (lambda x, p: ops.activation_gelu_fwd(x, p.get("approximate", "none")),
+                  lambda x, p: F.gelu(x, approximate=p.get("approximate", "none")), False),
+    "SiluAndMulFwdOp": (lambda x, p: ops.activation_silu_and_mul_fwd(x),
+                        lambda x, p: F.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
+    "GeluAndMulFwdOp": (lambda x, p: ops.activation_gelu_and_mul_fwd(x),
+                        lambda x, p: F.gelu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
+    "GeluTanhAndMulFwdOp": (lambda x, p: ops.activation_gelu_tanh_and_mul_fwd(x),
+                            lambda x, p: _gelu_tanh(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
+}
+
+
+def rows_for(op_class: str, quick: bool) -> list[dict]:
+    ours, eager, gated = OPS[op_class]
+    rows = []
+    for wl in harness.manifest_workloads("activation", op_class):
+        params = wl.get("params", {})
+        for d in wl["dtypes"][:1] if quick else wl["dtypes"]:
+            dtype = harness.DTYPES[d]
+            shape = tuple(wl["x"])
+            numel = 1
+            for s in shape:
+                numel *= s
+            out_numel = numel // 2 if gated else numel
+            bytes_per_call = (numel + out_numel) * dtype.itemsize
+            n_sets = harness.n_sets_for(bytes_per_call)
+            xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            # The copy moves the same bytes: read numel elements, write out_numel.
+            srcs = [x.view(-1)[:out_numel] if gated else x for x in xs]
+            dsts = [torch.empty(out_numel, device="cuda", dtype=dtype).view(s.shape) for s in srcs]
+            compiled = torch.compile(lambda x: eager(x, params))
+            label = wl["name"] + ("" if not params else "-" + "-".join(str(v) for v in params.values()))
+            rows.append(harness.measure(f"{label}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
+                "ours": lambda i: (lambda: ours(xs[i], params)),
+                "eager": lambda i: (lambda: eager(xs[i], params)),
+                "compile": lambda i: (lambda: compiled(xs[i])),
+                "copy": lambda i: (lambda: dsts[i].copy_(srcs[i])),
+            }))
+            rows[-1]["op"] = op_class
+            del xs, srcs, dsts
+            if quick:
+                break
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="first workload and dtype of each op")
+    args = ap.parse_args()
+    tileops.load()
+    report = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "kernels": []}
+    for op_class in OPS:
+        rows = rows_for(op_class, args.quick)
+        report["kernels"] += rows
+        harness.print_table(op_class, rows)
+    harness.write_json(args.json, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+// The activation family (manifests/activation.yaml) on the nvrtc target: ReluFwdOp, SiluFwdOp,
+// GeluFwdOp (both branches: the kernel does not care whether y is x) and the gated
+// SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (both branches: y is a fresh tensor or the
+// caller's contiguous out). Identity: (dtype, activation, access width); sizes are kernel arguments.
+#include "targets/nvrtc/activation_fwd.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+// Every activation op has x as input 0 and y as output 0; the shared code relies on it.
+namespace relu = tileops::ops::activation_relu_fwd;
+namespace gelu = tileops::ops::activation_gelu_fwd;
+namespace swiglu = tileops::ops::activation_silu_and_mul_fwd;
+static_assert(relu::x == 0 && relu::y == 0 && swiglu::x == 0 && swiglu::y == 0);
+static_assert(tileops::ops::activation_gelu_tanh_and_mul_fwd::y == 0 && tileops::ops::activation_silu_fwd::y == 0);
+
+const char* type_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return "tileops::f16";
+    case c10::ScalarType::BFloat16: return "tileops::bf16";
+    case c10::ScalarType::Float: return "float";
+    default: TORCH_CHECK(false, "tileops: activation kernels have no dtype ", t);
+  }
+}
+
+const char* short_name(c10::ScalarType t) {
+  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::Relu: return "relu";
+    case Act::Silu: return "silu";
+    case Act::Gelu: return "gelu";
+    case Act::GeluTanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+class ActivationKernel final : public Kernel {
+ public:
+  ActivationKernel(LoadedKernel k, ActivationPlan p, int sm_count) : k_(std::move(k)), p_(p), sms_(sm_count) {}
+  void launch(const OpCall& call) const override {
+    const at::Tensor& x = call.inputs[0];
+    const void* xp = x.const_data_ptr();
+    void* yp = call.outputs[0].mutable_data_ptr();
+    long long n = x.numel(), d = p_.gated ? x.size(-1) / 2 : 0, rows = p_.gated ? n / x.size(-1) : 0;
+    const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
+    // Enough CTAs for one full wave (8 x 256 threads an SM), then grid-stride; at least one CTA for
+    // the unary tail when there are fewer elements than one vector.
+    const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
+    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, 8LL * sms_);
+    void* unary_args[] = {&xp, &yp, &n};
+    void* gated_args[] = {&xp, &yp, &rows, &d};
+    nvrtc::launch(k_, static_cast<unsigned>(grid), kActivationThreads, 0, p_.gated ? gated_args : unary_args);
+  }
+
+ private:
+  LoadedKernel k_;
+  ActivationPlan p_;
+  int sms_;
+};
+
+// One builder for all six ops. GeluFwdOp reads its activation from the `approximate` param.
+KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false) {
+  KernelBuilder b;
+  b.identity = [gated, fixed_act, gelu_param](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
+                "; use target='reference' (or the default) for this device");
+    const at::Tensor& x = call.inputs[0];
+    // choices: none | tanh (checked by the generated boundary)
+    const Act act = gelu_param && call.params[gelu::approximate].as_str() == "tanh" ? Act::GeluTanh : fixed_act;
+    const int vec = activation_vec(x.scalar_type(), gated ? x.size(-1) / 2 : 0,
+                                   {x.const_data_ptr(), call.outputs[0].const_data_ptr()});
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), static_cast<int64_t>(act), vec};
+  };
+  b.build = [gated](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    const DeviceInfo& dev = device_info(call.device.index());
+    const ActivationPlan p{static_cast<c10::ScalarType>(key.words[0]), static_cast<Act>(key.words[1]), gated,
+                           static_cast<int>(key.words[2])};
+    return std::make_shared<ActivationKernel>(load(activation_source(p, dev.arch), call.device.index()), p,
+                                              dev.sm_count);
+  };
+  b.describe = [gated](const BuildKey& key) {
+    return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") +
+           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", act=" +
+           act_name(static_cast<Act>(key.words[1])) + ", vec=" + std::to_string(key.words[2]) + ")";
+  };
+  return b;
+}
+
+KernelBuilder relu_fwd_builder() { return activation_builder(false, Act::Relu); }
+KernelBuilder silu_fwd_builder() { return activation_builder(false, Act::Silu); }
+KernelBuilder gelu_fwd_builder() { return activation_builder(false, Act::Gelu, true); }
+KernelBuilder silu_and_mul_fwd_builder() { return activation_builder(true, Act::Silu); }
+KernelBuilder gelu_and_mul_fwd_builder() { return activation_builder(true, Act::Gelu); }
+KernelBuilder gelu_tanh_and_mul_fwd_builder() { return activation_builder(true, Act::GeluTanh); }
+
+}  // namespace
+
+int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list<const void*> ptrs) {
+  const int elem = static_cast<int>(c10::elementSize(dtype));
+  uintptr_t bits = 0;
+  for (const void* p : ptrs) bits |= reinterpret_cast<uintptr_t>(p);
+  int vec = 16 / elem;
+  while (vec > 1 && (bits % (vec * elem) != 0 || (divisor != 0 && divisor % vec != 0))) vec /= 2;
+  return vec;
+}
+
+std::string activation_name(const ActivationPlan& p, const std::string& arch) {
+  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + short_name(p.dtype) + "__v" +
+         std::to_string(p.vec) + "__" + arch;
+}
+
+jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch) {
+  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + type_name(p.dtype) +
+                           ", " + std::to_string(static_cast<int>(p.act)) + ", " + std::to_string(p.vec) + ", " +
+                           std::to_string(kActivationUnroll) + ">";
+  return make_source(activation_name(p, arch), p.gated ? "activation/gated_fwd.cuh" : "activation/unary_fwd.cuh", expr,
+                     arch);
+}
+
+TILEOPS_BUILTIN_KERNEL(nvrtc, ReluFwdOp, relu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, SiluFwdOp, silu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GeluFwdOp, gelu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, SiluAndMulFwdOp, silu_and_mul_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GeluAndMulFwdOp, gelu_and_mul_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GeluTanhAndMulFwdOp, gelu_tanh_and_mul_fwd_builder);
+
+}  // namespace tileops::nvrtc

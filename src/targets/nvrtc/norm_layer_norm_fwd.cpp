@@ -1,0 +1,105 @@
+// LayerNormFwdOp on the nvrtc target: src/kernels/norm/layer_norm_fwd.cuh, planned like RMSNorm
+// (same row layout and register budget).
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <memory>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/norm_layer_norm_fwd.h"
+#include "targets/nvrtc/norm_rms_norm_fwd.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+namespace op = tileops::ops::norm_layer_norm_fwd;
+
+const char* type_name(c10::ScalarType t) {
+  return t == c10::kHalf ? "tileops::f16" : t == c10::kBFloat16 ? "tileops::bf16" : "float";
+}
+
+class LayerNormKernel final : public Kernel {
+ public:
+  LayerNormKernel(LoadedKernel k, RmsNormPlan p) : k_(std::move(k)), p_(p) {}
+  void launch(const OpCall& call) const override {
+    const void* x = call.inputs[op::x].const_data_ptr();
+    const void* w = call.inputs[op::weight].defined() ? call.inputs[op::weight].const_data_ptr() : nullptr;
+    const void* b = call.inputs[op::bias].defined() ? call.inputs[op::bias].const_data_ptr() : nullptr;
+    void* y = call.outputs[op::y].mutable_data_ptr();
+    long long rows = call.inputs[op::x].numel() / p_.n;
+    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+    void* args[] = {&x, &w, &b, &y, &rows};
+    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
+  }
+
+ private:
+  LoadedKernel k_;
+  RmsNormPlan p_;
+};
+
+int alignment_vec(const OpCall& call, int elem) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(call.inputs[op::x].data_ptr()) |
+                   reinterpret_cast<uintptr_t>(call.outputs[op::y].data_ptr());
+  for (int i : {static_cast<int>(op::weight), static_cast<int>(op::bias)})
+    if (call.inputs[i].defined()) bits |= reinterpret_cast<uintptr_t>(call.inputs[i].data_ptr());
+  int bytes = 16;
+  while (bytes > elem && (bits % bytes) != 0) bytes /= 2;
+  return bytes / elem;
+}
+
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+}  // namespace
+
+jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const std::string& arch) {
+  const std::string flags = std::string(p.has_weight ? "true" : "false") + ", " + (has_bias ? "true" : "false") +
+                            ", " + (p.cache ? "true" : "false");
+  const std::string expr = std::string("tileops::layer_norm_fwd<") + type_name(p.dtype) + ", " + std::to_string(p.n) +
+                           ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " +
+                           std::to_string(p.rows) + ", " + flags + ", " + std::to_string(p.eps_bits) + "u>";
+  const std::string name = rms_norm_name(p, arch).replace(0, std::string("rms_norm_fwd").size(), "layer_norm_fwd") +
+                           (has_bias ? "_b" : "_nb");
+  return make_source(name, "norm/layer_norm_fwd.cuh", expr, arch);
+}
+
+namespace {
+
+KernelBuilder layer_norm_builder() {
+  KernelBuilder b;
+  b.identity = [](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device);
+    const at::Tensor& x = call.inputs[op::x];
+    return BuildKey{static_cast<int64_t>(x.scalar_type()),
+                    c10::multiply_integers(call.params[op::normalized_shape].as_ints()),
+                    static_cast<int64_t>(float_bits(static_cast<float>(call.params[op::eps].as_real()))),
+                    call.inputs[op::weight].defined() ? 1 : 0, call.inputs[op::bias].defined() ? 1 : 0,
+                    alignment_vec(call, static_cast<int>(x.element_size()))};
+  };
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    const DeviceInfo& dev = device_info(call.device.index());
+    float eps;
+    const uint32_t bits = static_cast<uint32_t>(key.words[2]);
+    std::memcpy(&eps, &bits, sizeof eps);
+    const RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0,
+                                           eps, static_cast<int>(key.words[5]));
+    return std::make_shared<LayerNormKernel>(load(layer_norm_source(plan, key.words[4] != 0, dev.arch),
+                                                  call.device.index()), plan);
+  };
+  b.describe = [](const BuildKey& key) {
+    return "layer_norm_fwd(n=" + std::to_string(key.words[1]) + ", weight=" + std::to_string(key.words[3]) +
+           ", bias=" + std::to_string(key.words[4]) + ", vec=" + std::to_string(key.words[5]) + ")";
+  };
+  return b;
+}
+TILEOPS_BUILTIN_KERNEL(nvrtc, LayerNormFwdOp, layer_norm_builder);
+
+}  // namespace
+}  // namespace tileops::nvrtc

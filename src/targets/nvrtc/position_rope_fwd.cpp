@@ -1,0 +1,141 @@
+// RopeNeoxFwdOp and RopeNonNeoxFwdOp on the nvrtc target (one kernel template, NEOX a template flag).
+#include "targets/nvrtc/position_rope_fwd.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+namespace op = tileops::ops::position_rope_neox_fwd;
+namespace op2 = tileops::ops::position_rope_non_neox_fwd;
+static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::positions} == int{op2::positions} &&
+                  int{op::cos_sin_cache} == int{op2::cos_sin_cache},
+              "both RoPE entries share one argument order");
+
+const char* type_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return "tileops::f16";
+    case c10::ScalarType::BFloat16: return "tileops::bf16";
+    case c10::ScalarType::Float: return "float";
+    default: TORCH_CHECK(false, "tileops: rope_fwd has no kernel for dtype ", t);
+  }
+}
+
+const char* short_name(c10::ScalarType t) {
+  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+
+int align_bytes(const void* p) {
+  const auto bits = reinterpret_cast<uintptr_t>(p);
+  int bytes = 16;
+  while (bytes > 1 && bits % bytes != 0) bytes /= 2;
+  return bytes;
+}
+
+// Widest VEC the pointers allow: q/k accesses are VEC elements, cache loads min(VEC, 4) floats.
+int alignment_vec(const OpCall& call, int elem) {
+  const int qk = std::min(align_bytes(call.inputs[op::q].data_ptr()), align_bytes(call.inputs[op::k].data_ptr()));
+  int vec = std::max(1, qk / elem);
+  const int cache_floats = align_bytes(call.inputs[op::cos_sin_cache].data_ptr()) / 4;
+  if (cache_floats < 4) vec = std::min(vec, std::max(1, cache_floats));
+  return vec;
+}
+
+class RopeKernel final : public Kernel {
+ public:
+  RopeKernel(LoadedKernel k, RopePlan p) : k_(std::move(k)), p_(p) {}
+  void launch(const OpCall& call) const override {
+    const at::Tensor& q = call.inputs[op::q];
+    const at::Tensor& k = call.inputs[op::k];
+    const void* positions = call.inputs[op::positions].const_data_ptr();
+    void* qp = q.mutable_data_ptr();
+    void* kp = k.mutable_data_ptr();
+    const void* cache = call.inputs[op::cos_sin_cache].const_data_ptr();
+    long long tokens = q.size(0);
+    int hq = static_cast<int>(q.size(1)), hk = static_cast<int>(k.size(1));
+    long long max_pos = call.inputs[op::cos_sin_cache].size(0);
+    const RopeLaunch shape = rope_launch_shape(p_, static_cast<int64_t>(hq) + hk);
+    int slots = shape.slots, tpb = shape.tpb;
+    void* args[] = {&positions, &qp, &kp, &cache, &tokens, &hq, &hk, &max_pos, &slots, &tpb};
+    const long long grid = (tokens + tpb - 1) / tpb;
+    TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many tokens (", tokens, ") for one launch");
+    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(shape.lanes * slots * tpb), 0, args);
+  }
+
+ private:
+  LoadedKernel k_;
+  RopePlan p_;
+};
+
+template <bool kNeox>
+KernelBuilder rope_builder() {
+  KernelBuilder b;
+  // Build identity: (dtype, head_dim, rot_dim, access width); the style is the op itself.
+  b.identity = [](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
+                "; use target='reference' (or the default) for this device");
+    const at::Tensor& q = call.inputs[op::q];
+    TORCH_CHECK(q.size(1) + call.inputs[op::k].size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
+    return BuildKey{static_cast<int64_t>(q.scalar_type()), q.size(2), call.inputs[op::cos_sin_cache].size(1),
+                    alignment_vec(call, static_cast<int>(q.element_size()))};
+  };
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    const int device = call.device.index();
+    const RopePlan plan = plan_rope(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[2], kNeox,
+                                    static_cast<int>(key.words[3]));
+    return std::make_shared<RopeKernel>(load(rope_source(plan, device_info(device).arch), device), plan);
+  };
+  b.describe = [](const BuildKey& key) {
+    return std::string(kNeox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" +
+           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", head_dim=" + std::to_string(key.words[1]) +
+           ", rot_dim=" + std::to_string(key.words[2]) + ", max_vec=" + std::to_string(key.words[3]) + ")";
+  };
+  return b;
+}
+
+KernelBuilder rope_neox_builder() { return rope_builder<true>(); }
+KernelBuilder rope_non_neox_builder() { return rope_builder<false>(); }
+
+}  // namespace
+
+RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec) {
+  RopePlan p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox};
+  p.vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
+  while (p.vec > 1 && ((rot_dim / 2) % p.vec != 0 || head_dim % p.vec != 0)) p.vec /= 2;
+  return p;
+}
+
+std::string rope_name(const RopePlan& p, const std::string& arch) {
+  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_name(p.dtype) + "__d" +
+         std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) + "_v" + std::to_string(p.vec) + "__" + arch;
+}
+
+jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
+  const std::string expr = std::string("tileops::rope_fwd<") + type_name(p.dtype) + ", " + std::to_string(p.head_dim) +
+                           ", " + std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
+                           (p.neox ? "true" : "false") + ">";
+  return make_source(rope_name(p, arch), "position/rope_fwd.cuh", expr, arch);
+}
+
+RopeLaunch rope_launch_shape(const RopePlan& p, int64_t heads) {
+  // Mirrors RopeShape in rope_fwd.cuh: a lane per unit, at most 128 lanes (they loop beyond).
+  const int units = p.rot_dim / 2 / p.vec;
+  RopeLaunch s{};
+  s.lanes = std::min(units, 128);
+  s.slots = static_cast<int>(std::clamp<int64_t>(heads, 1, std::max(1, 256 / s.lanes)));
+  s.tpb = std::max(1, 256 / (s.lanes * s.slots));  // few heads: several tokens a block
+  return s;
+}
+
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxFwdOp, rope_neox_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxFwdOp, rope_non_neox_builder);
+
+}  // namespace tileops::nvrtc

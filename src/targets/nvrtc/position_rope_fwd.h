@@ -1,0 +1,33 @@
+// RopeNeoxFwdOp / RopeNonNeoxFwdOp on the nvrtc target: which specialisation of
+// src/kernels/position/rope_fwd.cuh serves a call, and how it is launched.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+
+#include "jit/nvrtc_compiler.h"
+
+namespace tileops::nvrtc {
+
+struct RopePlan {
+  c10::ScalarType dtype;
+  int head_dim;
+  int rot_dim;
+  int vec;    // rotation pairs per unit (16-byte accesses when the layout and pointers allow)
+  bool neox;
+};
+
+// max_vec: the widest access the pointers' alignment allows (1..16/elem_size).
+RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec);
+std::string rope_name(const RopePlan& p, const std::string& arch);
+jit::KernelSource rope_source(const RopePlan& p, const std::string& arch);
+
+// Block shape for `heads` (hq + hk) heads a token: threads = lanes * slots * tpb <= 256.
+struct RopeLaunch {
+  int lanes, slots, tpb;
+};
+RopeLaunch rope_launch_shape(const RopePlan& p, int64_t heads);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,213 @@
+// SoftmaxFwdOp (and, through log_softmax_fwd_builder, LogSoftmaxFwdOp: same kernels with LOG=true)
+// on the nvrtc target.
+//
+// The kernels reduce the last dim of a contiguous tensor. Another `dim` is moved last first
+// (x.movedim(dim, -1).contiguous()), computed, and copied back into y's layout: a known cost of two
+// extra copies of the tensor (read+write each) and two temporaries, on top of the kernel.
+#include "targets/nvrtc/reduction_softmax_fwd.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+namespace op = tileops::ops::reduction_softmax_fwd;
+namespace lop = tileops::ops::reduction_log_softmax_fwd;
+static_assert(op::x == lop::x && op::y == lop::y && op::dim == lop::dim, "softmax and log_softmax share one launcher");
+
+const char* type_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return "tileops::f16";
+    case c10::ScalarType::BFloat16: return "tileops::bf16";
+    case c10::ScalarType::Float: return "float";
+    default: TORCH_CHECK(false, "tileops: softmax_fwd has no kernel for dtype ", t);
+  }
+}
+
+const char* short_name(c10::ScalarType t) {
+  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+
+int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// The reduced dim, wrapped as torch does (a 0-dim x is a 1-element row).
+int64_t wrapped_dim(const OpCall& call) {
+  const int64_t nd = call.inputs[op::x].dim();
+  const int64_t d = call.params[op::dim].as_int();
+  return nd == 0 ? 0 : (d < 0 ? d + nd : d);
+}
+
+bool dim_is_last(const OpCall& call) {
+  const int64_t nd = call.inputs[op::x].dim();
+  return nd == 0 || wrapped_dim(call) == nd - 1;
+}
+
+int64_t row_length(const OpCall& call) {
+  const at::Tensor& x = call.inputs[op::x];
+  return x.dim() == 0 ? 1 : x.size(wrapped_dim(call));
+}
+
+// Widest access x and y allow. A moved dim computes on fresh (allocator-aligned) temporaries.
+int alignment_vec(const OpCall& call, int elem) {
+  if (!dim_is_last(call)) return 16 / elem;
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(call.inputs[op::x].data_ptr()) |
+                         reinterpret_cast<uintptr_t>(call.outputs[op::y].data_ptr());
+  int bytes = 16;
+  while (bytes > elem && (bits % bytes) != 0) bytes /= 2;
+  return bytes / elem;
+}
+
+class SoftmaxKernel final : public Kernel {
+ public:
+  SoftmaxKernel(std::vector<LoadedKernel> k, SoftmaxPlan p) : k_(std::move(k)), p_(p) {}
+
+  void launch(const OpCall& call) const override {
+    const at::Tensor& x = call.inputs[op::x];
+    const at::Tensor& y = call.outputs[op::y];
+    if (dim_is_last(call)) return run(call, x, y);
+    // Known cost (see the file comment): move the dim last, compute, copy back into y's layout.
+    const int64_t d = wrapped_dim(call);
+    const at::Tensor xt = x.movedim(d, -1).contiguous();
+    const at::Tensor yt = at::empty_like(xt, at::MemoryFormat::Contiguous);
+    run(call, xt, yt);
+    y.copy_(yt.movedim(-1, d));
+  }
+
+ private:
+  void run(const OpCall& call, const at::Tensor& x, const at::Tensor& y) const {
+    const void* xp = x.const_data_ptr();
+    void* yp = y.mutable_data_ptr();
+    long long rows = x.numel() / p_.n;
+    if (p_.splits > 1) {
+      const long long grid = rows * p_.splits;
+      TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+      // Per-row partial (max, sum) pairs: a small temporary from the torch allocator.
+      const at::Tensor ws = at::empty({grid * 2}, x.options().dtype(at::kFloat));
+      void* wp = ws.mutable_data_ptr();
+      void* stats_args[] = {&xp, &wp};
+      nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpb), 0, stats_args);
+      void* apply_args[] = {&xp, &wp, &yp};
+      nvrtc::launch(k_[1], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpb), 0, apply_args);
+      return;
+    }
+    void* args[] = {&xp, &yp, &rows};
+    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+    nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
+  }
+
+  std::vector<LoadedKernel> k_;
+  SoftmaxPlan p_;
+};
+
+KernelBuilder make_builder(bool log) {
+  KernelBuilder b;
+  // Identity: (dtype, n, access width, split or not). LOG is fixed per op (this builder).
+  b.identity = [](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
+                "; use target='reference' (or the default) for this device");
+    const at::Tensor& x = call.inputs[op::x];
+    const int64_t n = row_length(call);
+    TORCH_CHECK(n <= (int64_t{1} << 30), call.op_name, ": the nvrtc target reduces dims of at most 2^30 elements, got ",
+                n);
+    const int elem = static_cast<int>(x.element_size());
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), n, alignment_vec(call, elem),
+                    softmax_wants_split(n, x.numel() / n) ? 1 : 0};
+  };
+  b.build = [log](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    const int device = call.device.index();
+    const DeviceInfo& dev = device_info(device);
+    const SoftmaxPlan plan = plan_softmax(static_cast<c10::ScalarType>(key.words[0]), key.words[1], log,
+                                          static_cast<int>(key.words[2]), key.words[3] != 0);
+    std::vector<LoadedKernel> kernels;
+    for (const auto& src : softmax_sources(plan, dev.arch)) kernels.push_back(load(src, device));
+    return std::make_shared<SoftmaxKernel>(std::move(kernels), plan);
+  };
+  b.describe = [log](const BuildKey& key) {
+    return std::string(log ? "log_softmax_fwd" : "softmax_fwd") + "(dtype=" +
+           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
+           ", vec=" + std::to_string(key.words[2]) + (key.words[3] ? ", split" : "") + ")";
+  };
+  return b;
+}
+
+}  // namespace
+
+bool softmax_wants_split(int64_t n, int64_t rows) { return n >= 16384 && rows < 128; }
+
+SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, bool split) {
+  SoftmaxPlan p{};
+  p.dtype = dtype;
+  p.n = static_cast<int>(n);
+  p.log = log;
+  const int elem = static_cast<int>(c10::elementSize(dtype));
+  p.vec = std::min(16 / elem, max_vec);
+  while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
+  const int64_t vecs = n / p.vec;
+  if (split) {
+    // Chunks of about 2048 elements on 256 threads (1-2 vectors a thread): 4 x 128256 bf16 gives
+    // 4 * 63 CTAs, enough to fill an H200's 132 SMs; at most 64 partials a row to combine.
+    p.tpb = 256;
+    p.splits = static_cast<int>(std::clamp<int64_t>((n + 2047) / 2048, 2, 64));
+    p.splits = static_cast<int>(std::min<int64_t>(p.splits, vecs));
+    p.tpr = p.rows = 1;
+    return p;
+  }
+  p.splits = 1;
+  // Like RMSNorm (docs/PERF.md): about 4 vectors a thread on up to 256 threads a row, then up to 8,
+  // then wider CTAs; short rows share a CTA (a warp slice each).
+  p.tpr = std::min<int>(256, next_pow2((vecs + 3) / 4));
+  if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
+  const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
+  const int regs_per_vec = std::max(1, p.vec * elem / 4);
+  p.cache = per_thread * regs_per_vec <= 32;  // half of what a 1024-thread CTA may use a thread
+  p.rows = p.tpr > 32 ? 1 : 256 / p.tpr;
+  return p;
+}
+
+std::string softmax_name(const SoftmaxPlan& p, const std::string& arch) {
+  std::string s = std::string(p.log ? "log_softmax_fwd__" : "softmax_fwd__") + short_name(p.dtype) + "__n" +
+                  std::to_string(p.n) + "__v" + std::to_string(p.vec);
+  if (p.splits > 1) s += "_split" + std::to_string(p.splits) + "_b" + std::to_string(p.tpb);
+  else s += "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) + (p.cache ? "_reg" : "_stream");
+  return s + "__" + arch;
+}
+
+std::vector<jit::KernelSource> softmax_sources(const SoftmaxPlan& p, const std::string& arch) {
+  const std::string head = std::string("<") + type_name(p.dtype) + ", " + std::to_string(p.n) + ", " +
+                           std::to_string(p.vec) + ", ";
+  const std::string log = p.log ? "true" : "false";
+  const std::string name = softmax_name(p, arch);
+  if (p.splits > 1) {
+    const std::string mid = std::to_string(p.tpb) + ", " + std::to_string(p.splits);
+    // The stats kernel does not depend on LOG: both ops share its CUBIN (same name and source).
+    std::string stats_name = name;
+    if (p.log) stats_name.erase(0, 4);  // "log_softmax..." -> "softmax..."
+    return {make_source(stats_name + "__stats", "reduction/softmax_fwd.cuh",
+                        "tileops::softmax_split_stats" + head + mid + ">", arch),
+            make_source(name + "__apply", "reduction/softmax_fwd.cuh",
+                        "tileops::softmax_split_apply" + head + mid + ", " + log + ">", arch)};
+  }
+  return {make_source(name, "reduction/softmax_fwd.cuh",
+                      "tileops::softmax_fwd" + head + std::to_string(p.tpr) + ", " + std::to_string(p.rows) + ", " +
+                          (p.cache ? "true" : "false") + ", " + log + ">",
+                      arch)};
+}
+
+KernelBuilder softmax_fwd_builder() { return make_builder(false); }
+KernelBuilder log_softmax_fwd_builder() { return make_builder(true); }
+
+TILEOPS_BUILTIN_KERNEL(nvrtc, SoftmaxFwdOp, softmax_fwd_builder);
+
+}  // namespace tileops::nvrtc

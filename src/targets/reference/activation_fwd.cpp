@@ -1,0 +1,76 @@
+// The activation family (manifests/activation.yaml) on the reference target: the ref_api with ATen.
+// Unary ops call torch's function; in the _writes_x branch y is x itself, and the result is
+// computed before it is copied in. The gated ops evaluate their ref_api formula in float32 and
+// round once (what the nvrtc kernels do; evaluating it in fp16/bf16 would round twice).
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+
+#include "targets/builtin.h"
+#include "targets/reference/reference.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::reference {
+namespace {
+
+namespace gelu = tileops::ops::activation_gelu_fwd;
+
+enum class Fn { Relu, Silu, Gelu, GeluTanh };
+
+at::Tensor apply(Fn f, const at::Tensor& x) {
+  switch (f) {
+    case Fn::Relu: return at::relu(x);
+    case Fn::Silu: return at::silu(x);
+    case Fn::Gelu: return at::gelu(x, "none");
+    case Fn::GeluTanh: return at::gelu(x, "tanh");
+  }
+  return {};
+}
+
+// x is input 0 and y output 0 in every activation entry.
+class UnaryReference final : public Kernel {
+ public:
+  explicit UnaryReference(Fn f) : f_(f) {}
+  void launch(const OpCall& call) const override {
+    Fn f = f_;
+    if (f == Fn::Gelu && call.params[gelu::approximate].as_str() == "tanh") f = Fn::GeluTanh;
+    call.outputs[0].copy_(apply(f, call.inputs[0]));
+  }
+
+ private:
+  Fn f_;
+};
+
+class GatedReference final : public Kernel {
+ public:
+  explicit GatedReference(Fn f) : f_(f) {}
+  void launch(const OpCall& call) const override {
+    const at::Tensor x = call.inputs[0].to(at::kFloat);
+    const int64_t d = x.size(-1) / 2;
+    call.outputs[0].copy_(apply(f_, x.narrow(-1, 0, d)) * x.narrow(-1, d, d));
+  }
+
+ private:
+  Fn f_;
+};
+
+template <class K, Fn F>
+KernelBuilder builder() {
+  KernelBuilder b;
+  b.identity = [](const OpCall&) { return BuildKey{}; };
+  b.build = [](const OpCall&, const BuildKey&) -> std::shared_ptr<const Kernel> { return std::make_shared<K>(F); };
+  b.describe = [](const BuildKey&) { return std::string("activation (ATen)"); };
+  return b;
+}
+
+}  // namespace
+
+TILEOPS_BUILTIN_KERNEL(reference, ReluFwdOp, (builder<UnaryReference, Fn::Relu>));
+TILEOPS_BUILTIN_KERNEL(reference, SiluFwdOp, (builder<UnaryReference, Fn::Silu>));
+TILEOPS_BUILTIN_KERNEL(reference, GeluFwdOp, (builder<UnaryReference, Fn::Gelu>));
+TILEOPS_BUILTIN_KERNEL(reference, SiluAndMulFwdOp, (builder<GatedReference, Fn::Silu>));
+TILEOPS_BUILTIN_KERNEL(reference, GeluAndMulFwdOp, (builder<GatedReference, Fn::Gelu>));
+TILEOPS_BUILTIN_KERNEL(reference, GeluTanhAndMulFwdOp, (builder<GatedReference, Fn::GeluTanh>));
+
+}  // namespace tileops::reference

@@ -1,0 +1,29 @@
+// SinusoidalFwdOp on the reference target: the formula in float64 with ATen ops, rounded once.
+#include <ATen/ATen.h>
+
+#include "targets/builtin.h"
+#include "targets/reference/reference.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::reference {
+namespace {
+
+namespace op = tileops::ops::position_sinusoidal_fwd;
+
+class SinusoidalReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const int64_t n = call.params[op::num_positions].as_int(), dim = call.params[op::dim].as_int();
+    const auto opts = at::TensorOptions().dtype(at::kDouble).device(call.device);
+    const at::Tensor inv_freq = at::pow(call.params[op::base].as_real(), at::arange(0, dim, 2, opts) / -double(dim));
+    const at::Tensor angle = at::arange(n, opts).unsqueeze(1) * inv_freq;  // [n, dim/2]
+    // Interleaved: column 2i is sin, 2i+1 cos.
+    call.outputs[op::table].copy_(at::stack({at::sin(angle), at::cos(angle)}, -1).view({n, dim}));
+  }
+};
+
+KernelBuilder sinusoidal_builder() { return stateless_builder<SinusoidalReference>("sinusoidal (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, SinusoidalFwdOp, sinusoidal_builder);
+
+}  // namespace
+}  // namespace tileops::reference

@@ -1,0 +1,23 @@
+"""Cold-compile contract entries of the activation family (see tests/compile_contract.py)."""
+import torch
+
+
+def _x(device, last):
+    return torch.randn(4, 3, last, device=device, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+
+
+def _make(name, last, **params):
+    def make(device):
+        import tileops.activation as act
+        return getattr(act, name)(**params), (_x(device, last),)
+    return make
+
+
+CONTRACT = {
+    "ReluFwdOp": _make("ReluFwdOp", 64),
+    "SiluFwdOp": _make("SiluFwdOp", 64),
+    "GeluFwdOp": _make("GeluFwdOp", 64, approximate="tanh"),
+    "SiluAndMulFwdOp": _make("SiluAndMulFwdOp", 128),
+    "GeluAndMulFwdOp": _make("GeluAndMulFwdOp", 128),
+    "GeluTanhAndMulFwdOp": _make("GeluTanhAndMulFwdOp", 128),
+}

@@ -1,0 +1,202 @@
+"""Activation family on the GPU (nvrtc target) against torch on the same device: every op, dtypes,
+shapes incl. odd sizes (vector tail), misaligned pointers (narrow accesses), non-contiguous views,
+the in-place and out branches, > 2^32-element indexing, kernel reuse, CUDA graphs and torch.compile.
+Skipped without a GPU (conftest)."""
+import pytest
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+
+import tileops
+from tileops.activation import SiluAndMulFwdOp, SiluFwdOp
+
+pytestmark = pytest.mark.gpu
+ops = torch.ops.tileops
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+# One rounding of the same fp32 math: at most an ulp of the dtype apart from torch.
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-3),
+       torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
+UNARY = {
+    "relu": (ops.activation_relu_fwd, ops.activation_relu_fwd_writes_x, (), torch.relu),
+    "silu": (ops.activation_silu_fwd, ops.activation_silu_fwd_writes_x, (), F.silu),
+    "gelu": (ops.activation_gelu_fwd, ops.activation_gelu_fwd_writes_x, ("none",), F.gelu),
+    "gelu_tanh": (ops.activation_gelu_fwd, ops.activation_gelu_fwd_writes_x, ("tanh",),
+                  lambda x: F.gelu(x, approximate="tanh")),
+}
+GATED = {
+    "silu_and_mul": (ops.activation_silu_and_mul_fwd, ops.activation_silu_and_mul_fwd_out, F.silu),
+    "gelu_and_mul": (ops.activation_gelu_and_mul_fwd, ops.activation_gelu_and_mul_fwd_out, F.gelu),
+    "gelu_tanh_and_mul": (ops.activation_gelu_tanh_and_mul_fwd, ops.activation_gelu_tanh_and_mul_fwd_out,
+                          lambda g: F.gelu(g, approximate="tanh")),
+}
+
+
+def gated_ref(act, x):
+    xf, d = x.float(), x.shape[-1] // 2
+    return (act(xf[..., :d]) * xf[..., d:]).to(x.dtype)
+
+
+def sample(shape, dtype, offset=0):
+    """randn * 3 of `shape`; `offset` elements into its storage (offset 1: not 16-byte aligned)."""
+    n = 1
+    for s in shape:
+        n *= s
+    flat = torch.randn(n + offset, device="cuda", dtype=torch.float32).mul_(3).to(dtype)
+    return flat[offset:].view(shape)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4097,), (3, 5, 7), (333, 1000), (2048, 4096)], ids=str)
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
+def test_unary_matches_torch(name, dtype, shape, offset):
+    op, _, params, ref = UNARY[name]
+    x = sample(shape, dtype, offset)
+    y = op(x, *params)
+    assert y.shape == x.shape and y.dtype == dtype and y.is_contiguous()
+    torch.testing.assert_close(y, ref(x), **TOL[dtype])
+
+
+def test_relu_nan_and_signed_zero():
+    x = torch.tensor([float("nan"), -0.0, -1.0, 3.0, float("inf"), float("-inf")] * 5, device="cuda")
+    torch.testing.assert_close(ops.activation_relu_fwd(x), torch.relu(x), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_in_place_contiguous_and_non_contiguous(name, dtype):
+    _, op_, params, ref = UNARY[name]
+    x = sample((257, 130), dtype)
+    expected = ref(x)
+    op_(x, *params)
+    torch.testing.assert_close(x, expected, **TOL[dtype])
+    base = sample((130, 257), dtype)
+    before = base.clone()
+    view = base.t()[:, 1:129]  # non-contiguous, misaligned start
+    op_(view, *params)
+    torch.testing.assert_close(base[1:129], ref(before[1:129]), **TOL[dtype])
+    assert torch.equal(base[0], before[0]) and torch.equal(base[129], before[129])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(GATED))
+@pytest.mark.parametrize("shape", [(1, 2), (7, 46), (3, 5, 256), (333, 2000), (2048, 28672), (1, 28672)], ids=str)
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
+def test_gated_matches_torch(name, dtype, shape, offset):
+    op, _, act = GATED[name]
+    x = sample(shape, dtype, offset)
+    y = op(x)
+    assert y.shape == (*shape[:-1], shape[-1] // 2) and y.is_contiguous()
+    torch.testing.assert_close(y, gated_ref(act, x), **TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(GATED))
+def test_gated_out_buffers(name):
+    _, op_out, act = GATED[name]
+    x = sample((64, 512), torch.bfloat16)
+    out = torch.empty(64, 256, device="cuda", dtype=torch.bfloat16)
+    op_out(x, out)
+    torch.testing.assert_close(out, gated_ref(act, x), **TOL[torch.bfloat16])
+    storage = torch.zeros(256, 128, device="cuda", dtype=torch.bfloat16)
+    nc = storage.t()[::2]  # (64, 256), non-contiguous
+    op_out(x, nc)
+    torch.testing.assert_close(nc, gated_ref(act, x), **TOL[torch.bfloat16])
+    assert not storage.t()[1::2].any()
+    misaligned = torch.empty(1 + 64 * 256, device="cuda", dtype=torch.bfloat16)[1:].view(64, 256)
+    op_out(x, misaligned)
+    torch.testing.assert_close(misaligned, gated_ref(act, x), **TOL[torch.bfloat16])
+
+
+def test_gated_non_contiguous_input():
+    x = sample((512, 64), torch.float16).t()
+    torch.testing.assert_close(ops.activation_silu_and_mul_fwd(x), gated_ref(F.silu, x), **TOL[torch.float16])
+
+
+def _free_bytes():
+    free, _ = torch.cuda.mem_get_info()
+    return free
+
+
+def test_unary_beyond_2_pow_31_elements():
+    n = 2 ** 31 + 37  # int64 indexing and the vector tail
+    if _free_bytes() < 3 * n * 2:
+        pytest.skip("needs ~13 GB of free GPU memory")
+    x = torch.empty(n, device="cuda", dtype=torch.float16)
+    x[: 1 << 20].normal_()
+    x[-(1 << 20):].normal_()
+    y = ops.activation_silu_fwd(x)
+    for sl in (slice(0, 1 << 20), slice(n - (1 << 20), n)):
+        torch.testing.assert_close(y[sl], F.silu(x[sl]), **TOL[torch.float16])
+    del x, y
+
+
+def test_gated_beyond_2_pow_32_output_elements():
+    d = 4097  # odd: one-element accesses, so the vector count exceeds 2^32 (64-bit row division)
+    rows = 2 ** 32 // d + 2
+    if _free_bytes() < 3 * rows * d * 2 + (1 << 30):
+        pytest.skip("needs ~27 GB of free GPU memory")
+    x = torch.empty(rows, 2 * d, device="cuda", dtype=torch.bfloat16)
+    x[:64].normal_()
+    x[-64:].normal_()
+    y = ops.activation_silu_and_mul_fwd(x)
+    torch.testing.assert_close(y[:64], gated_ref(F.silu, x[:64]), **TOL[torch.bfloat16])
+    torch.testing.assert_close(y[-64:], gated_ref(F.silu, x[-64:]), **TOL[torch.bfloat16])
+    del x, y
+
+
+def test_reference_target_on_cuda_agrees():
+    x = sample((64, 1024), torch.bfloat16)
+    torch.testing.assert_close(ops.activation_gelu_and_mul_fwd(x), ops.activation_gelu_and_mul_fwd(x, target="reference"),
+                               **TOL[torch.bfloat16])
+    torch.testing.assert_close(ops.activation_gelu_fwd(x, "tanh"), ops.activation_gelu_fwd(x, "tanh", target="reference"),
+                               **TOL[torch.bfloat16])
+
+
+def test_kernels_are_keyed_by_dtype_activation_and_width(counters):
+    tileops.clear_kernel_caches()
+    x = sample((16, 1024), torch.bfloat16)
+    ops.activation_relu_fwd(x)
+    ops.activation_relu_fwd(sample((99, 512), torch.bfloat16))  # other size: same kernel
+    ops.activation_relu_fwd_writes_x(x)                        # in-place branch: same kernel
+    assert counters()["kernel_builds"] == 1 and counters()["kernel_hits"] == 2
+    ops.activation_relu_fwd(sample((16, 1024), torch.bfloat16, offset=1))  # narrow accesses: new identity
+    ops.activation_gelu_fwd(x, "tanh")                                    # other activation
+    ops.activation_gelu_fwd(x, "none")
+    assert counters()["kernel_builds"] == 4
+
+
+def test_cuda_graph_replay_after_warm_up():
+    x = sample((32, 8192), torch.bfloat16)
+    ops.activation_silu_and_mul_fwd(x)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = ops.activation_silu_and_mul_fwd(x)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, gated_ref(F.silu, x), **TOL[torch.bfloat16])
+
+
+def test_inductor_compile_one_node_each():
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+    act, silu_ = SiluAndMulFwdOp(), SiluFwdOp(inplace=True)
+
+    def fn(x):
+        h = act(x)
+        silu_(h)
+        return h
+
+    x = sample((300, 4096), torch.float16)
+    out = torch.compile(fn, fullgraph=True, dynamic=True, backend=backend)(x)
+    torch.testing.assert_close(out, F.silu(gated_ref(F.silu, x)), rtol=4e-3, atol=4e-3)
+    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert calls == [ops.activation_silu_and_mul_fwd.default, ops.activation_silu_fwd_writes_x.default]

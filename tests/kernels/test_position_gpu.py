@@ -1,0 +1,164 @@
+"""Position family on the GPU (nvrtc target): RoPE (both styles) against independent float64
+formulas and the reference target, access-width paths, write-back, out-of-range tokens, CUDA graph
+replay; the sinusoidal table and ALiBi slopes against their formulas; the composite. Skipped without
+a GPU (conftest)."""
+import math
+
+import pytest
+import torch
+import torch._dynamo
+
+import tileops
+from position.rope_formulas import assert_rope_close, make_cache, rope_ref
+from tileops.position import QKNormRopeFwdOp, RopeNeoxFwdOp
+
+pytestmark = pytest.mark.gpu
+OPS = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
+       False: torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q}
+STYLES = [True, False]
+STYLE_IDS = ["neox", "gptj"]
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+
+
+def inputs(t, hq, hk, d, rot, dtype, max_pos=4096):
+    positions = torch.randint(0, max_pos, (t,), device="cuda")
+    q = torch.randn(t, hq, d, device="cuda", dtype=dtype)
+    k = torch.randn(t, hk, d, device="cuda", dtype=dtype)
+    return positions, q, k, make_cache(max_pos, rot).cuda()
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("t,hq,hk,d,rot", [(1, 32, 8, 128, 128), (1000, 32, 32, 128, 128), (37, 16, 2, 80, 32),
+                                           (5, 3, 1, 65, 64), (9, 2, 1, 256, 64), (300, 1, 1, 64, 2),
+                                           (4, 1, 1, 512, 512), (3, 2, 2, 4096, 4096)])
+def test_matches_formula_and_reference(neox, dtype, t, hq, hk, d, rot):
+    positions, q, k, cache = inputs(t, hq, hk, d, rot, dtype)
+    q_ref, k_ref = rope_ref(positions, q, cache, neox), rope_ref(positions, k, cache, neox)
+    q_r, k_r = q.clone(), k.clone()
+    q0, k0 = q.clone(), k.clone()
+    OPS[neox](positions, q, k, cache)
+    OPS[neox](positions, q_r, k_r, cache, target="reference")
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+    assert torch.equal(q[..., rot:], q0[..., rot:]) and torch.equal(k[..., rot:], k0[..., rot:])
+    tol = torch.finfo(dtype).eps * 2  # FMA contraction may move a rounding by one ulp
+    torch.testing.assert_close(q, q_r, rtol=tol, atol=tol)
+    torch.testing.assert_close(k, k_r, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_misaligned_and_non_contiguous(neox, dtype, counters):
+    positions, q_c, k_c, cache = inputs(64, 8, 4, 128, 128, dtype)
+    q_ref, k_ref = rope_ref(positions, q_c, cache, neox), rope_ref(positions, k_c, cache, neox)
+    # A contiguous q whose storage starts one element off a 16-byte boundary: narrow accesses.
+    flat = torch.empty(1 + q_c.numel(), device="cuda", dtype=dtype)
+    q = flat[1:].view_as(q_c)
+    q.copy_(q_c)
+    k_pad = torch.zeros(64, 4, 136, device="cuda", dtype=dtype)
+    k = k_pad[..., :128]
+    k.copy_(k_c)
+    assert q.data_ptr() % 16 != 0 and not k.is_contiguous()
+    # The cache itself off a 16-byte boundary too.
+    cache_off = torch.empty(cache.numel() + 1, device="cuda")[1:].view_as(cache)
+    cache_off.copy_(cache)
+    OPS[neox](positions, q, k, cache_off)
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+    assert torch.equal(k_pad[..., 128:], torch.zeros(64, 4, 8, device="cuda", dtype=dtype))
+
+
+def test_out_of_range_tokens_are_left_unchanged_on_the_gpu():
+    # Documented in the manifest: the kernel cannot raise without a host sync; it never reads
+    # outside the cache and leaves those tokens as they were.
+    positions, q, k, cache = inputs(8, 4, 2, 64, 64, torch.bfloat16, max_pos=16)
+    positions[3], positions[5] = 16, -2
+    q0, k0 = q.clone(), k.clone()
+    OPS[True](positions, q, k, cache)
+    torch.cuda.synchronize()
+    for i in (3, 5):
+        assert torch.equal(q[i], q0[i]) and torch.equal(k[i], k0[i])
+    assert not torch.equal(q[4], q0[4]) or positions[4].item() == 0
+
+
+def test_build_once_then_hit(counters):
+    tileops.clear_kernel_caches()
+    positions, q, k, cache = inputs(16, 8, 2, 128, 128, torch.bfloat16)
+    OPS[True](positions, q, k, cache)
+    OPS[True](*inputs(33, 4, 4, 128, 128, torch.bfloat16))  # other t/heads: same kernel
+    c = counters()
+    assert c["kernel_builds"] == 1 and c["kernel_hits"] == 1
+    OPS[False](positions, q, k, cache)  # other style: another kernel
+    assert counters()["kernel_builds"] == 2
+
+
+def test_cuda_graph_replay_after_warm_up():
+    positions, q, k, cache = inputs(64, 8, 8, 128, 128, torch.bfloat16)
+    OPS[True](positions, q.clone(), k.clone(), cache)  # warm-up builds
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        OPS[True](positions, q, k, cache)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        k.copy_(torch.randn_like(k))
+        q_ref, k_ref = rope_ref(positions, q, cache, True), rope_ref(positions, k, cache, True)
+        g.replay()
+        torch.cuda.synchronize()
+        assert_rope_close(q, q_ref)
+        assert_rope_close(k, k_ref)
+
+
+def test_compile_with_inductor_keeps_one_node_and_mutates():
+    torch._dynamo.reset()
+    op = RopeNeoxFwdOp()
+    positions, q, k, cache = inputs(128, 8, 2, 128, 128, torch.bfloat16)
+    q2, k2 = q.clone(), k.clone()
+
+    def fn(positions, q, k, cache):
+        op(positions, q, k, cache)
+        return q.float().sum()
+
+    torch.compile(fn, fullgraph=True)(positions, q, k, cache)
+    op(positions, q2, k2, cache)
+    assert torch.equal(q, q2) and torch.equal(k, k2)
+
+
+def sinusoidal_ref(n, dim, base=10000.0):
+    p = torch.arange(n, dtype=torch.float64)[:, None]
+    angle = p / base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    return torch.stack([angle.sin(), angle.cos()], -1).view(n, dim)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n,dim", [(1, 2), (512, 768), (8192, 4096), (7, 6), (100000, 16)])
+def test_sinusoidal_matches_formula(dtype, n, dim):
+    t = torch.ops.tileops.position_sinusoidal_fwd(n, dim, "cuda", 10000.0, dtype)
+    assert t.is_cuda and t.shape == (n, dim) and t.dtype == dtype
+    ref = sinusoidal_ref(n, dim).to(dtype)
+    # float64 angle, float32 sin/cos: one rounding to dtype plus a couple of float32 ulps.
+    torch.testing.assert_close(t.cpu(), ref, rtol=0, atol=max(torch.finfo(dtype).eps, 4e-7))
+    ref_target = torch.ops.tileops.position_sinusoidal_fwd(n, dim, "cpu", 10000.0, dtype)
+    torch.testing.assert_close(t.cpu(), ref_target, rtol=0, atol=max(torch.finfo(dtype).eps, 4e-7))
+
+
+@pytest.mark.parametrize("num_heads", [1, 8, 12, 112])
+def test_alibi_matches_formula(num_heads):
+    n = 2 ** math.floor(math.log2(num_heads))
+    ref = [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)] + [2.0 ** (-4.0 * (2 * j + 1) / n)
+                                                             for j in range(num_heads - n)]
+    s = torch.ops.tileops.position_alibi_fwd(num_heads, "cuda")
+    assert s.is_cuda and s.dtype == torch.float32
+    torch.testing.assert_close(s.cpu(), torch.tensor(ref, dtype=torch.float64).float(), rtol=5e-7, atol=0)  # exp2f: <= 2 ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_qk_norm_rope_composite_on_gpu(dtype):
+    positions, q, k, cache = inputs(256, 16, 4, 128, 128, dtype)
+    qw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
+    kw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
+    qn, kn = (torch.ops.tileops.norm_rms_norm_fwd(x, w, [128], 1e-6) for x, w in ((q, qw), (k, kw)))
+    OPS[True](positions, qn, kn, cache)
+    QKNormRopeFwdOp(eps=1e-6)(positions, q, k, qw, kw, cache)
+    assert torch.equal(q, qn) and torch.equal(k, kn)  # the composite is exactly its sub-ops

@@ -1,0 +1,98 @@
+// The position kernels (RoPE neox / GPT-J, sinusoidal table) compile with NVRTC to CUBIN for sm_80
+// and sm_90a (no GPU needed), and the planners pick the access widths the layout allows.
+#include <gtest/gtest.h>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/position_rope_fwd.h"
+#include "targets/nvrtc/position_sinusoidal_fwd.h"
+
+namespace {
+
+using tileops::nvrtc::plan_rope;
+
+void expect_cubin(const tileops::jit::KernelSource& src, const char* arch, const char* stem) {
+  const auto cubin = tileops::jit::compile_to_cubin(src);
+  ASSERT_GT(cubin.image.size(), 4u);
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_NE(cubin.lowered_name.find(stem), std::string::npos) << cubin.lowered_name;
+  EXPECT_NE(src.name.find(arch), std::string::npos);
+}
+
+struct RopeCase {
+  c10::ScalarType dtype;
+  int64_t head_dim, rot_dim;
+  bool neox;
+  int max_vec;
+};
+
+class RopeCompiles : public ::testing::TestWithParam<std::tuple<RopeCase, const char*>> {};
+
+TEST_P(RopeCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, arch] = GetParam();
+  expect_cubin(tileops::nvrtc::rope_source(plan_rope(c.dtype, c.head_dim, c.rot_dim, c.neox, c.max_vec), arch), arch,
+               "rope_fwd");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, RopeCompiles,
+    ::testing::Combine(::testing::Values(RopeCase{c10::kBFloat16, 128, 128, true, 16},   // llama: 16-byte accesses
+                                         RopeCase{c10::kHalf, 128, 128, false, 16},      // GPT-J pairs, vec 8
+                                         RopeCase{c10::kFloat, 256, 64, false, 16},      // partial rotary
+                                         RopeCase{c10::kHalf, 80, 32, true, 16},         // rot < head_dim, vec 8
+                                         RopeCase{c10::kBFloat16, 65, 2, false, 16},     // odd head_dim: scalar
+                                         RopeCase{c10::kFloat, 128, 128, true, 1},       // misaligned pointers
+                                         RopeCase{c10::kHalf, 512, 512, true, 16}),      // lanes loop
+                       ::testing::Values("sm_80", "sm_90a")));
+
+TEST(RopePlan, WidestAccessTheLayoutAndPointersAllow) {
+  EXPECT_EQ(plan_rope(c10::kBFloat16, 128, 128, true, 8).vec, 8);
+  EXPECT_EQ(plan_rope(c10::kFloat, 128, 128, true, 4).vec, 4);
+  EXPECT_EQ(plan_rope(c10::kHalf, 128, 128, true, 2).vec, 2);    // pointers only 4-byte aligned
+  EXPECT_EQ(plan_rope(c10::kHalf, 128, 24, true, 8).vec, 4);     // rot/2 = 12
+  EXPECT_EQ(plan_rope(c10::kHalf, 65, 64, false, 8).vec, 1);     // odd head_dim: rows misaligned
+  EXPECT_EQ(plan_rope(c10::kHalf, 128, 2, true, 8).vec, 1);      // one pair
+}
+
+TEST(RopePlan, LaunchShapeCoversHeadsThenTokens) {
+  const auto p = plan_rope(c10::kBFloat16, 128, 128, true, 8);  // 8 units a head
+  const auto many = tileops::nvrtc::rope_launch_shape(p, 64);
+  EXPECT_EQ(many.lanes, 8);
+  EXPECT_EQ(many.slots, 32);
+  EXPECT_EQ(many.tpb, 1);
+  const auto few = tileops::nvrtc::rope_launch_shape(p, 2);  // 2 heads: 16 tokens a block
+  EXPECT_EQ(few.slots, 2);
+  EXPECT_EQ(few.tpb, 16);
+  EXPECT_EQ(tileops::nvrtc::rope_launch_shape(plan_rope(c10::kFloat, 4096, 4096, true, 1), 1).lanes, 128);
+}
+
+TEST(RopePlan, NameCarriesTheIdentity) {
+  const auto a = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, true, 8), "sm_90a");
+  const auto b = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, false, 8), "sm_90a");
+  EXPECT_EQ(a, "rope_neox_fwd__bf16__d128_r128_v8__sm_90a");
+  EXPECT_NE(a, b);
+}
+
+class SinusoidalCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, const char*>> {};
+
+TEST_P(SinusoidalCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [dtype, arch] = GetParam();
+  const int vec = tileops::nvrtc::sinusoidal_vec(dtype, 768, 16);
+  expect_cubin(tileops::nvrtc::sinusoidal_source(dtype, vec, arch), arch, "sinusoidal_fwd");
+  expect_cubin(tileops::nvrtc::sinusoidal_source(dtype, 2, arch), arch, "sinusoidal_fwd");  // dim = 2 (mod 4)
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, SinusoidalCompiles,
+                         ::testing::Combine(::testing::Values(c10::kHalf, c10::kBFloat16, c10::kFloat),
+                                            ::testing::Values("sm_80", "sm_90a")));
+
+TEST(SinusoidalPlan, VecIsEvenAndDividesDim) {
+  EXPECT_EQ(tileops::nvrtc::sinusoidal_vec(c10::kHalf, 768, 8), 8);
+  EXPECT_EQ(tileops::nvrtc::sinusoidal_vec(c10::kFloat, 768, 4), 4);
+  EXPECT_EQ(tileops::nvrtc::sinusoidal_vec(c10::kHalf, 6, 8), 2);
+  EXPECT_EQ(tileops::nvrtc::sinusoidal_vec(c10::kHalf, 12, 8), 4);
+}
+
+}  // namespace

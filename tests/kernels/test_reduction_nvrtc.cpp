@@ -1,0 +1,97 @@
+// The softmax / log_softmax kernel sources compile with NVRTC to CUBIN for sm_80 and sm_90a (no GPU
+// needed) in every kind of specialisation, and the planner picks sensible ones.
+#include <gtest/gtest.h>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/reduction_softmax_fwd.h"
+
+namespace {
+
+using tileops::nvrtc::plan_softmax;
+using tileops::nvrtc::softmax_wants_split;
+
+struct Case {
+  c10::ScalarType dtype;
+  int64_t n;
+  int max_vec;
+  bool split;
+};
+
+class SoftmaxCompiles : public ::testing::TestWithParam<std::tuple<Case, bool, const char*>> {};
+
+TEST_P(SoftmaxCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, log, arch] = GetParam();
+  const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.split);
+  const auto sources = tileops::nvrtc::softmax_sources(plan, arch);
+  ASSERT_EQ(sources.size(), c.split ? 2u : 1u);
+  for (const auto& src : sources) {
+    const auto cubin = tileops::jit::compile_to_cubin(src);
+    ASSERT_GT(cubin.image.size(), 4u);
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find("softmax"), std::string::npos);
+    EXPECT_NE(src.name.find(arch), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Archs, SoftmaxCompiles,
+    ::testing::Combine(::testing::Values(Case{c10::kHalf, 1, 8, false},         // one element a row
+                                         Case{c10::kBFloat16, 7, 8, false},     // odd row: scalar accesses
+                                         Case{c10::kBFloat16, 128, 8, false},   // many rows a CTA
+                                         Case{c10::kFloat, 1000, 4, false},
+                                         Case{c10::kBFloat16, 4096, 8, false},  // one CTA a row, registers
+                                         Case{c10::kHalf, 4096, 2, false},      // narrow pointers
+                                         Case{c10::kFloat, 65536, 4, false},    // streaming row
+                                         Case{c10::kBFloat16, 128256, 8, true}, // lm-head: split rows
+                                         Case{c10::kFloat, 16384, 4, true}),
+                       ::testing::Bool(), ::testing::Values("sm_80", "sm_90a")));
+
+TEST(SoftmaxPlan, WidestAccessTheRowAndPointersAllow) {
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 4096, false, 8, false).vec, 8);
+  EXPECT_EQ(plan_softmax(c10::kFloat, 4096, false, 4, false).vec, 4);
+  EXPECT_EQ(plan_softmax(c10::kHalf, 4095, false, 8, false).vec, 1);
+  EXPECT_EQ(plan_softmax(c10::kHalf, 4096, false, 2, false).vec, 2);
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 128256, false, 8, true).vec, 8);  // 128256 = 8 * 16032
+}
+
+TEST(SoftmaxPlan, ThreadsPerRowScaleWithTheRow) {
+  const auto tiny = plan_softmax(c10::kFloat, 7, false, 4, false);
+  EXPECT_EQ(tiny.tpr, 2);
+  EXPECT_EQ(tiny.rows, 128);
+  EXPECT_TRUE(tiny.cache);
+  const auto small = plan_softmax(c10::kBFloat16, 128, false, 8, false);
+  EXPECT_LE(small.tpr, 32);
+  EXPECT_GT(small.rows, 1);
+  const auto mid = plan_softmax(c10::kBFloat16, 4096, false, 8, false);
+  EXPECT_EQ(mid.rows, 1);
+  EXPECT_TRUE(mid.cache);
+  EXPECT_EQ(mid.splits, 1);
+  const auto huge = plan_softmax(c10::kFloat, 1 << 20, false, 4, false);
+  EXPECT_EQ(huge.tpr, 1024);
+  EXPECT_FALSE(huge.cache);  // too long for registers: online pass, then a second read
+}
+
+TEST(SoftmaxPlan, LongRowsWithFewRowsSplitAcrossCtas) {
+  EXPECT_TRUE(softmax_wants_split(128256, 4));
+  EXPECT_FALSE(softmax_wants_split(128256, 4096));  // enough rows to fill the GPU one CTA a row
+  EXPECT_FALSE(softmax_wants_split(4096, 4));       // short rows: one launch is cheaper
+  const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, true);
+  EXPECT_EQ(p.splits, 63);  // 4 rows -> 252 CTAs
+  EXPECT_EQ(p.tpb, 256);
+  EXPECT_EQ(plan_softmax(c10::kFloat, 1 << 22, false, 4, true).splits, 64);
+}
+
+TEST(SoftmaxPlan, NameIsReadableAndCarriesTheIdentity) {
+  const auto p = plan_softmax(c10::kBFloat16, 4096, false, 8, false);
+  const std::string name = tileops::nvrtc::softmax_name(p, "sm_90a");
+  EXPECT_EQ(name.rfind("softmax_fwd__bf16__n4096__v8", 0), 0u) << name;
+  EXPECT_NE(name.find("sm_90a"), std::string::npos);
+  const auto l = plan_softmax(c10::kBFloat16, 4096, true, 8, false);
+  EXPECT_EQ(tileops::nvrtc::softmax_name(l, "sm_90a").rfind("log_softmax_fwd__", 0), 0u);
+  EXPECT_NE(tileops::nvrtc::softmax_name(plan_softmax(c10::kBFloat16, 4096, false, 4, false), "sm_90a"), name);
+}
+
+}  // namespace

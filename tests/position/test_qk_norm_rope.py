@@ -1,0 +1,104 @@
+"""QKNormRopeFwdOp, the first composite op: eager result equals the composition (per-head RMSNorm,
+then Neox RoPE, written into q and k); tracing decomposes it into the sub-ops' operators and never
+keeps its own; checks come from its manifest entry."""
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.backends.common import aot_autograd
+
+from position.rope_formulas import assert_rope_close, make_cache, rope_ref
+from tileops.position import QKNormRopeFwdOp
+
+OP = torch.ops.tileops.position_qk_norm_rope_fwd_writes_k_writes_q
+RMS = torch.ops.tileops.norm_rms_norm_fwd
+ROPE = torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q
+
+
+def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32):
+    g = torch.Generator().manual_seed(1)
+    return (torch.randint(0, max_pos, (t,), generator=g), torch.randn(t, hq, d, generator=g).to(dtype) * 3,
+            torch.randn(t, hk, d, generator=g).to(dtype) * 3, torch.rand(d, generator=g).to(dtype) + 0.5,
+            torch.rand(d, generator=g).to(dtype) + 0.5, make_cache(max_pos, rot))
+
+
+def composition_ref(positions, q, k, qw, kw, cache, eps=None):
+    d = q.shape[-1]
+    qn = torch.nn.functional.rms_norm(q.double(), [d], qw.double(), eps)
+    kn = torch.nn.functional.rms_norm(k.double(), [d], kw.double(), eps)
+    return rope_ref(positions, qn, cache, True), rope_ref(positions, kn, cache, True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("rot,eps", [(64, None), (32, 1e-6)])
+def test_eager_equals_the_composition(dtype, rot, eps):
+    positions, q, k, qw, kw, cache = inputs(dtype=dtype, rot=rot)
+    q_ref, k_ref = composition_ref(positions, q, k, qw, kw, cache, eps)
+    # Bit-for-bit what calling the two sub-ops by hand gives.
+    qn, kn = RMS(q, qw, [64], eps), RMS(k, kw, [64], eps)
+    ROPE(positions, qn, kn, cache)
+    assert OP(positions, q, k, qw, kw, cache, eps) is None
+    assert torch.equal(q, qn) and torch.equal(k, kn)
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]  # two roundings (norm, then rope) in bf16
+    torch.testing.assert_close(q.double(), q_ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(k.double(), k_ref, rtol=tol, atol=tol)
+
+
+def test_non_contiguous_q_is_written_back():
+    positions, q_c, k, qw, kw, cache = inputs()
+    q_ref, _ = composition_ref(positions, q_c, k, qw, kw, cache)
+    store = q_c.transpose(0, 1).contiguous()
+    q = store.transpose(0, 1)
+    assert not q.is_contiguous()
+    QKNormRopeFwdOp()(positions, q, k, qw, kw, cache)
+    assert_rope_close(store.transpose(0, 1), q_ref.float())
+
+
+def _targets(gm):
+    """call_function targets, looking through auto_functionalized (a mutating op after functionalization)."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if "auto_functionalized" in str(n.target):
+            out.append(n.args[0])
+        else:
+            out.append(n.target)
+    return out
+
+
+def test_tracing_decomposes_into_the_sub_ops():
+    torch._dynamo.reset()
+    graphs = []
+
+    def fw_compiler(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    op = QKNormRopeFwdOp(eps=1e-6)
+    fn = torch.compile(lambda *a: op(*a), fullgraph=True, backend=aot_autograd(fw_compiler=fw_compiler))
+    args = inputs()
+    eager = tuple(a.clone() for a in args)
+    fn(*args)
+    op(*eager)
+    assert torch.equal(args[1], eager[1]) and torch.equal(args[2], eager[2])  # compiled == eager, in place
+    targets = _targets(graphs[0])
+    assert targets.count(RMS.default) == 2, targets
+    assert targets.count(ROPE.default) == 1, targets
+    assert OP.default not in targets
+
+
+def test_checks_name_the_composite():
+    positions, q, k, qw, kw, _ = inputs()
+    with pytest.raises(ValueError, match=r"tileops::position_qk_norm_rope_fwd_writes_k_writes_q: shape rule "
+                                         r"'rot_dim <= head_dim' is violated"):
+        OP(positions, q, k, qw, kw, make_cache(8, 128))
+    with pytest.raises(RuntimeError, match=r"tileops::position_qk_norm_rope_fwd_writes_k_writes_q: 'k_weight' "
+                                           r"must have shape \[head_dim\]"):
+        OP(positions, q, k, qw, kw[:10], make_cache(8, 64))
+    with pytest.raises(TypeError, match=r"'q_weight' must have the dtype of 'q'"):
+        OP(positions, q, k, qw.half(), kw, make_cache(8, 64))
+
+
+def test_no_boundary_of_its_own():
+    assert QKNormRopeFwdOp.compile_op_names == ()
+    assert "target" not in str(OP.default._schema)
