@@ -44,6 +44,13 @@ def check_library(ops, library: str) -> list[str]:
     import torch
     torch.ops.load_library(library)
     errors = []
+    # Every tileops operator the library registers must come from a manifest entry (and so write
+    # exactly the branch's mutated inputs); a stale or hand-written registration is an error.
+    expected = {f"tileops::{op.operator_name(b)}" for op in ops if op.status == "implemented" for b in op.branches}
+    for name in sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("tileops::")):
+        if name not in expected:
+            errors.append(f"{library}: registers {name}, which no implemented manifest entry generates "
+                          "(rebuild, or fix the manifest's mutated/buffer/optional fields)")
     for op in ops:
         if op.status != "implemented":
             continue

@@ -39,3 +39,19 @@ def test_broken_manifest_fails_with_location(tmp_path):
     out = run("--manifests", str(bad), "--library", "")
     assert out.returncode == 1
     assert "bad.yaml:7: XOp: output 'y': unknown dtype 'float99'" in out.stderr
+
+
+def test_manifest_that_disagrees_with_the_library_on_writes_fails(tmp_path):
+    # Say FusedAddRMSNormFwdOp always writes residual: the library's out-of-place operator is then
+    # a registration no manifest entry generates.
+    manifests = []
+    for name in sorted(os.listdir(os.path.join(ROOT, "manifests"))):
+        text = open(os.path.join(ROOT, "manifests", name)).read()
+        if name == "norm.yaml":
+            assert "        mutated: optional" in text
+            text = text.replace("        mutated: optional", "        mutated: true", 1)
+        (tmp_path / name).write_text(text)
+        manifests.append(str(tmp_path / name))
+    out = run("--manifests", *manifests)
+    assert out.returncode == 1
+    assert "registers tileops::norm_fused_add_rms_norm_fwd, which no implemented manifest entry generates" in out.stderr

@@ -24,18 +24,7 @@ namespace swiglu = tileops::ops::activation_silu_and_mul_fwd;
 static_assert(relu::x == 0 && relu::y == 0 && swiglu::x == 0 && swiglu::y == 0);
 static_assert(tileops::ops::activation_gelu_tanh_and_mul_fwd::y == 0 && tileops::ops::activation_silu_fwd::y == 0);
 
-const char* type_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return "tileops::f16";
-    case c10::ScalarType::BFloat16: return "tileops::bf16";
-    case c10::ScalarType::Float: return "float";
-    default: TORCH_CHECK(false, "tileops: activation kernels have no dtype ", t);
-  }
-}
 
-const char* short_name(c10::ScalarType t) {
-  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
-}
 
 const char* act_name(Act a) {
   switch (a) {
@@ -93,7 +82,7 @@ KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = fa
   };
   b.describe = [gated](const BuildKey& key) {
     return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") +
-           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", act=" +
+           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", act=" +
            act_name(static_cast<Act>(key.words[1])) + ", vec=" + std::to_string(key.words[2]) + ")";
   };
   return b;
@@ -118,12 +107,12 @@ int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list
 }
 
 std::string activation_name(const ActivationPlan& p, const std::string& arch) {
-  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + short_name(p.dtype) + "__v" +
+  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + short_type_name(p.dtype) + "__v" +
          std::to_string(p.vec) + "__" + arch;
 }
 
 jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch) {
-  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + type_name(p.dtype) +
+  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + kernel_type_name(p.dtype) +
                            ", " + std::to_string(static_cast<int>(p.act)) + ", " + std::to_string(p.vec) + ", " +
                            std::to_string(kActivationUnroll) + ">";
   return make_source(activation_name(p, arch), p.gated ? "activation/gated_fwd.cuh" : "activation/unary_fwd.cuh", expr,

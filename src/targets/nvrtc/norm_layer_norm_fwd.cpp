@@ -17,9 +17,6 @@ namespace {
 
 namespace op = tileops::ops::norm_layer_norm_fwd;
 
-const char* type_name(c10::ScalarType t) {
-  return t == c10::kHalf ? "tileops::f16" : t == c10::kBFloat16 ? "tileops::bf16" : "float";
-}
 
 class LayerNormKernel final : public Kernel {
  public:
@@ -42,27 +39,19 @@ class LayerNormKernel final : public Kernel {
 };
 
 int alignment_vec(const OpCall& call, int elem) {
-  uintptr_t bits = reinterpret_cast<uintptr_t>(call.inputs[op::x].data_ptr()) |
-                   reinterpret_cast<uintptr_t>(call.outputs[op::y].data_ptr());
-  for (int i : {static_cast<int>(op::weight), static_cast<int>(op::bias)})
-    if (call.inputs[i].defined()) bits |= reinterpret_cast<uintptr_t>(call.inputs[i].data_ptr());
-  int bytes = 16;
-  while (bytes > elem && (bits % bytes) != 0) bytes /= 2;
-  return bytes / elem;
+  auto ptr = [](const at::Tensor& t) -> const void* { return t.defined() ? t.data_ptr() : nullptr; };
+  return access_width({call.inputs[op::x].data_ptr(), call.outputs[op::y].data_ptr(), ptr(call.inputs[op::weight]),
+                       ptr(call.inputs[op::bias])},
+                      elem);
 }
 
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
 
 }  // namespace
 
 jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const std::string& arch) {
   const std::string flags = std::string(p.has_weight ? "true" : "false") + ", " + (has_bias ? "true" : "false") +
                             ", " + (p.cache ? "true" : "false");
-  const std::string expr = std::string("tileops::layer_norm_fwd<") + type_name(p.dtype) + ", " + std::to_string(p.n) +
+  const std::string expr = std::string("tileops::layer_norm_fwd<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.n) +
                            ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " +
                            std::to_string(p.rows) + ", " + flags + ", " + std::to_string(p.eps_bits) + "u>";
   const std::string name = rms_norm_name(p, arch).replace(0, std::string("rms_norm_fwd").size(), "layer_norm_fwd") +

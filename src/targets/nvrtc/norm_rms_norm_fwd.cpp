@@ -17,30 +17,9 @@ namespace {
 
 namespace op = tileops::ops::norm_rms_norm_fwd;
 
-const char* type_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return "tileops::f16";
-    case c10::ScalarType::BFloat16: return "tileops::bf16";
-    case c10::ScalarType::Float: return "float";
-    default: TORCH_CHECK(false, "tileops: rms_norm_fwd has no kernel for dtype ", t);
-  }
-}
 
-const char* short_name(c10::ScalarType t) {
-  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
-}
 
-int next_pow2(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
 
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
 
 float eps_of(const OpCall& call, const RmsNormSlots& s) {
   // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
@@ -48,16 +27,14 @@ float eps_of(const OpCall& call, const RmsNormSlots& s) {
   return eps ? static_cast<float>(*eps) : FLT_EPSILON;
 }
 
+const void* ptr_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
 int alignment_vec(const OpCall& call, const RmsNormSlots& s, int elem) {
-  uintptr_t bits = reinterpret_cast<uintptr_t>(call.inputs[s.x].data_ptr()) |
-                   reinterpret_cast<uintptr_t>(call.outputs[s.y].data_ptr());
-  if (call.inputs[s.weight].defined()) bits |= reinterpret_cast<uintptr_t>(call.inputs[s.weight].data_ptr());
-  if (s.residual >= 0)
-    bits |= reinterpret_cast<uintptr_t>(call.inputs[s.residual].data_ptr()) |
-            reinterpret_cast<uintptr_t>(call.outputs[s.residual_out].data_ptr());
-  int bytes = 16;
-  while (bytes > elem && (bits % bytes) != 0) bytes /= 2;
-  return bytes / elem;
+  const bool res = s.residual >= 0;
+  return access_width({call.inputs[s.x].data_ptr(), call.outputs[s.y].data_ptr(), ptr_or_null(call.inputs[s.weight]),
+                       res ? call.inputs[s.residual].data_ptr() : nullptr,
+                       res ? call.outputs[s.residual_out].data_ptr() : nullptr},
+                      elem);
 }
 
 class RmsNormKernel final : public Kernel {
@@ -122,7 +99,7 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
 }
 
 std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
-  return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_name(p.dtype) + "__n" + std::to_string(p.n) + "__v" +
+  return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_type_name(p.dtype) + "__n" + std::to_string(p.n) + "__v" +
          std::to_string(p.vec) + "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) +
          (p.has_weight ? "_w" : "_nw") + (p.cache ? "_reg" : "_stream") + "__eps" + std::to_string(p.eps_bits) + "__" +
          arch;
@@ -130,7 +107,7 @@ std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
 
 jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch) {
   const std::string expr = std::string(p.add_residual ? "tileops::fused_add_rms_norm_fwd<" : "tileops::rms_norm_fwd<") +
-                           type_name(p.dtype) + ", " + std::to_string(p.n) +
+                           kernel_type_name(p.dtype) + ", " + std::to_string(p.n) +
                            ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " + std::to_string(p.rows) +
                            ", " + (p.has_weight ? "true" : "false") + ", " + (p.cache ? "true" : "false") + ", " +
                            std::to_string(p.eps_bits) + "u>";
@@ -163,7 +140,7 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
   };
   b.describe = [add](const BuildKey& key) {
     return std::string(add ? "fused_add_rms_norm_fwd(dtype=" : "rms_norm_fwd(dtype=") +
-           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
+           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
            ", weight=" + (key.words[3] ? "yes" : "no") + ", vec=" + std::to_string(key.words[4]) + ")";
   };
   return b;

@@ -3,7 +3,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 #include <dlfcn.h>
 #include <memory>
 #include <mutex>
@@ -65,6 +67,39 @@ jit::Cubin get_cubin(const jit::KernelSource& src) {
 void clear_cubin_cache() {
   std::lock_guard<std::mutex> lock(g_cubin_mu);
   g_cubins.clear();
+}
+
+const char* kernel_type_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return "tileops::f16";
+    case c10::ScalarType::BFloat16: return "tileops::bf16";
+    case c10::ScalarType::Float: return "float";
+    default: TORCH_CHECK(false, "tileops: the nvrtc kernels have no storage type for dtype ", t);
+  }
+}
+
+const char* short_type_name(c10::ScalarType t) {
+  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+}
+
+int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+int access_width(std::initializer_list<const void*> ptrs, int elem_size) {
+  uintptr_t bits = 0;
+  for (const void* p : ptrs) bits |= reinterpret_cast<uintptr_t>(p);
+  int bytes = 16;
+  while (bytes > elem_size && (bits % bytes) != 0) bytes /= 2;
+  return std::max(1, bytes / elem_size);
 }
 
 std::string arch_for(int cc_major, int cc_minor) {

@@ -4,10 +4,13 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include "jit/nvrtc_compiler.h"
 
@@ -41,6 +44,15 @@ struct LoadedKernel {
 };
 // Build phase: CUBIN from memory / disk cache / NVRTC, then loaded into the device's context.
 LoadedKernel load(const jit::KernelSource& src, int device_index);
+
+// Helpers every nvrtc op uses to name and plan its specialisations.
+const char* kernel_type_name(c10::ScalarType t);  // storage type in kernel sources: "tileops::bf16"
+const char* short_type_name(c10::ScalarType t);   // in specialisation names: "bf16"
+int next_pow2(int64_t v);
+uint32_t float_bits(float f);                     // a float as a template argument / key word
+// Widest access, in elements (a power of two of at most 16 bytes), that every pointer's alignment
+// allows; null pointers are ignored.
+int access_width(std::initializer_list<const void*> ptrs, int elem_size);
 
 // Call phase: one cuLaunchKernel on the current torch stream of the kernel's device.
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);

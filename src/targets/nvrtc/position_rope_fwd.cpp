@@ -20,18 +20,7 @@ static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::
                   int{op::cos_sin_cache} == int{op2::cos_sin_cache},
               "both RoPE entries share one argument order");
 
-const char* type_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return "tileops::f16";
-    case c10::ScalarType::BFloat16: return "tileops::bf16";
-    case c10::ScalarType::Float: return "float";
-    default: TORCH_CHECK(false, "tileops: rope_fwd has no kernel for dtype ", t);
-  }
-}
 
-const char* short_name(c10::ScalarType t) {
-  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
-}
 
 int align_bytes(const void* p) {
   const auto bits = reinterpret_cast<uintptr_t>(p);
@@ -95,7 +84,7 @@ KernelBuilder rope_builder() {
   };
   b.describe = [](const BuildKey& key) {
     return std::string(kNeox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" +
-           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", head_dim=" + std::to_string(key.words[1]) +
+           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", head_dim=" + std::to_string(key.words[1]) +
            ", rot_dim=" + std::to_string(key.words[2]) + ", max_vec=" + std::to_string(key.words[3]) + ")";
   };
   return b;
@@ -114,12 +103,12 @@ RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, boo
 }
 
 std::string rope_name(const RopePlan& p, const std::string& arch) {
-  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_name(p.dtype) + "__d" +
+  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__d" +
          std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) + "_v" + std::to_string(p.vec) + "__" + arch;
 }
 
 jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
-  const std::string expr = std::string("tileops::rope_fwd<") + type_name(p.dtype) + ", " + std::to_string(p.head_dim) +
+  const std::string expr = std::string("tileops::rope_fwd<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.head_dim) +
                            ", " + std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
                            (p.neox ? "true" : "false") + ">";
   return make_source(rope_name(p, arch), "position/rope_fwd.cuh", expr, arch);

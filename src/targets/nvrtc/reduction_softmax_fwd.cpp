@@ -22,24 +22,8 @@ namespace op = tileops::ops::reduction_softmax_fwd;
 namespace lop = tileops::ops::reduction_log_softmax_fwd;
 static_assert(op::x == lop::x && op::y == lop::y && op::dim == lop::dim, "softmax and log_softmax share one launcher");
 
-const char* type_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Half: return "tileops::f16";
-    case c10::ScalarType::BFloat16: return "tileops::bf16";
-    case c10::ScalarType::Float: return "float";
-    default: TORCH_CHECK(false, "tileops: softmax_fwd has no kernel for dtype ", t);
-  }
-}
 
-const char* short_name(c10::ScalarType t) {
-  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
-}
 
-int next_pow2(int64_t v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
 
 // The reduced dim, wrapped as torch does (a 0-dim x is a 1-element row).
 int64_t wrapped_dim(const OpCall& call) {
@@ -136,7 +120,7 @@ KernelBuilder make_builder(bool log) {
   };
   b.describe = [log](const BuildKey& key) {
     return std::string(log ? "log_softmax_fwd" : "softmax_fwd") + "(dtype=" +
-           short_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
+           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
            ", vec=" + std::to_string(key.words[2]) + (key.words[3] ? ", split" : "") + ")";
   };
   return b;
@@ -177,7 +161,7 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
 }
 
 std::string softmax_name(const SoftmaxPlan& p, const std::string& arch) {
-  std::string s = std::string(p.log ? "log_softmax_fwd__" : "softmax_fwd__") + short_name(p.dtype) + "__n" +
+  std::string s = std::string(p.log ? "log_softmax_fwd__" : "softmax_fwd__") + short_type_name(p.dtype) + "__n" +
                   std::to_string(p.n) + "__v" + std::to_string(p.vec);
   if (p.splits > 1) s += "_split" + std::to_string(p.splits) + "_b" + std::to_string(p.tpb);
   else s += "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) + (p.cache ? "_reg" : "_stream");
@@ -185,7 +169,7 @@ std::string softmax_name(const SoftmaxPlan& p, const std::string& arch) {
 }
 
 std::vector<jit::KernelSource> softmax_sources(const SoftmaxPlan& p, const std::string& arch) {
-  const std::string head = std::string("<") + type_name(p.dtype) + ", " + std::to_string(p.n) + ", " +
+  const std::string head = std::string("<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.n) + ", " +
                            std::to_string(p.vec) + ", ";
   const std::string log = p.log ? "true" : "false";
   const std::string name = softmax_name(p, arch);
