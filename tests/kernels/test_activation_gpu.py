@@ -16,24 +16,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 # One rounding of the same fp32 math: at most an ulp of the dtype apart from torch.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-3),
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
-UNARY = {
-    "relu": (ops.activation_relu_fwd, ops.activation_relu_fwd_writes_x, (), torch.relu),
-    "silu": (ops.activation_silu_fwd, ops.activation_silu_fwd_writes_x, (), F.silu),
-    "gelu": (ops.activation_gelu_fwd, ops.activation_gelu_fwd_writes_x, ("none",), F.gelu),
-    "gelu_tanh": (ops.activation_gelu_fwd, ops.activation_gelu_fwd_writes_x, ("tanh",),
-                  lambda x: F.gelu(x, approximate="tanh")),
-}
-GATED = {
-    "silu_and_mul": (ops.activation_silu_and_mul_fwd, ops.activation_silu_and_mul_fwd_out, F.silu),
-    "gelu_and_mul": (ops.activation_gelu_and_mul_fwd, ops.activation_gelu_and_mul_fwd_out, F.gelu),
-    "gelu_tanh_and_mul": (ops.activation_gelu_tanh_and_mul_fwd, ops.activation_gelu_tanh_and_mul_fwd_out,
-                          lambda g: F.gelu(g, approximate="tanh")),
-}
-
-
-def gated_ref(act, x):
-    xf, d = x.float(), x.shape[-1] // 2
-    return (act(xf[..., :d]) * xf[..., d:]).to(x.dtype)
+from support.activation_cases import GATED, UNARY, gated_ref  # noqa: E402
 
 
 def sample(shape, dtype, offset=0):
