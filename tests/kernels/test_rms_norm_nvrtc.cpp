@@ -100,3 +100,28 @@ TEST_P(LayerNormCompiles, ToCubin) {
 INSTANTIATE_TEST_SUITE_P(Archs, LayerNormCompiles, ::testing::Values("sm_80", "sm_90a"));
 
 }  // namespace
+
+namespace {
+
+TEST(NvrtcTarget, AccessWidthFollowsTheLeastAlignedPointer) {
+  alignas(16) static char buf[64];
+  using tileops::nvrtc::access_width;
+  EXPECT_EQ(access_width({buf}, 2), 8);                   // 16 bytes of fp16
+  EXPECT_EQ(access_width({buf, buf + 4}, 2), 2);          // 4-byte aligned: two fp16 at a time
+  EXPECT_EQ(access_width({buf + 2}, 2), 1);
+  EXPECT_EQ(access_width({buf, nullptr}, 4), 4);          // absent optional tensors do not narrow it
+  EXPECT_EQ(access_width({buf + 8}, 4), 2);
+  EXPECT_EQ(access_width({buf + 4}, 4), 1);
+}
+
+TEST(NvrtcTarget, NamingHelpers) {
+  using namespace tileops::nvrtc;
+  EXPECT_STREQ(kernel_type_name(c10::kBFloat16), "tileops::bf16");
+  EXPECT_STREQ(short_type_name(c10::kHalf), "f16");
+  EXPECT_EQ(next_pow2(1), 1);
+  EXPECT_EQ(next_pow2(129), 256);
+  EXPECT_EQ(float_bits(1.0f), 0x3f800000u);
+  EXPECT_THROW(kernel_type_name(c10::kDouble), c10::Error);
+}
+
+}  // namespace
