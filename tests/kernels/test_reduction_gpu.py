@@ -31,7 +31,7 @@ def check(y, x, ref_fn, dim=-1):
 
 @pytest.mark.parametrize("op,ref", OPS, ids=IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [1, 7, 128, 1000, 4096, 32768, 128256])
+@pytest.mark.parametrize("n", [1, 7, 128, 1000, 4096, 32768, 100003, 128256])
 @pytest.mark.parametrize("m", [1, 4, 300])
 def test_last_dim_matches_float64(op, ref, dtype, n, m):
     x = (torch.randn(m, n, device="cuda") * 3).to(dtype)
@@ -74,6 +74,13 @@ def test_inf_and_nan_rows_match_torch(op, ref, dtype, n):
     torch.testing.assert_close(y[[1, 2, 3]], expect[[1, 2, 3]], equal_nan=True)
     assert y[1].isnan().all() and y[2].isnan().all() and y[3].isnan().all()
     check(y[[0, 4, 5]], x[[0, 4, 5]], ref)
+
+
+@pytest.mark.parametrize("op,ref", OPS, ids=IDS)
+def test_few_rows_longer_than_a_cluster_split(op, ref):
+    # 4 MB float32 rows: too long for a cluster's registers, so few of them take the two-launch split.
+    x = torch.randn(3, 1 << 20, device="cuda")
+    check(op(x), x, ref)
 
 
 @pytest.mark.parametrize("op,ref", OPS, ids=IDS)

@@ -2,6 +2,8 @@
 // needed) in every kind of specialisation, and the planner picks sensible ones.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/nvrtc_target.h"
@@ -11,12 +13,16 @@ namespace {
 
 using tileops::nvrtc::plan_softmax;
 using tileops::nvrtc::softmax_wants_split;
+using tileops::nvrtc::SoftmaxImpl;
+constexpr auto kRow = SoftmaxImpl::kRowPerCta;
+constexpr auto kSplit = SoftmaxImpl::kSplit;
+constexpr auto kCluster = SoftmaxImpl::kCluster;
 
 struct Case {
   c10::ScalarType dtype;
   int64_t n;
   int max_vec;
-  bool split;
+  SoftmaxImpl impl;
 };
 
 class SoftmaxCompiles : public ::testing::TestWithParam<std::tuple<Case, bool, const char*>> {};
@@ -24,9 +30,9 @@ class SoftmaxCompiles : public ::testing::TestWithParam<std::tuple<Case, bool, c
 TEST_P(SoftmaxCompiles, ToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const auto& [c, log, arch] = GetParam();
-  const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.split);
+  const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
   const auto sources = tileops::nvrtc::softmax_sources(plan, arch);
-  ASSERT_EQ(sources.size(), c.split ? 2u : 1u);
+  ASSERT_EQ(sources.size(), c.impl == kSplit ? 2u : 1u);
   for (const auto& src : sources) {
     const auto cubin = tileops::jit::compile_to_cubin(src);
     ASSERT_GT(cubin.image.size(), 4u);
@@ -38,38 +44,38 @@ TEST_P(SoftmaxCompiles, ToCubin) {
 
 INSTANTIATE_TEST_SUITE_P(
     Archs, SoftmaxCompiles,
-    ::testing::Combine(::testing::Values(Case{c10::kHalf, 1, 8, false},         // one element a row
-                                         Case{c10::kBFloat16, 7, 8, false},     // odd row: scalar accesses
-                                         Case{c10::kBFloat16, 128, 8, false},   // many rows a CTA
-                                         Case{c10::kFloat, 1000, 4, false},
-                                         Case{c10::kBFloat16, 4096, 8, false},  // one CTA a row, registers
-                                         Case{c10::kHalf, 4096, 2, false},      // narrow pointers
-                                         Case{c10::kFloat, 65536, 4, false},    // streaming row
-                                         Case{c10::kBFloat16, 128256, 8, true}, // lm-head: split rows
-                                         Case{c10::kFloat, 16384, 4, true}),
+    ::testing::Combine(::testing::Values(Case{c10::kHalf, 1, 8, kRow},         // one element a row
+                                         Case{c10::kBFloat16, 7, 8, kRow},     // odd row: scalar accesses
+                                         Case{c10::kBFloat16, 128, 8, kRow},   // many rows a CTA
+                                         Case{c10::kFloat, 1000, 4, kRow},
+                                         Case{c10::kBFloat16, 4096, 8, kRow},  // one CTA a row, registers
+                                         Case{c10::kHalf, 4096, 2, kRow},      // narrow pointers
+                                         Case{c10::kFloat, 65536, 4, kRow},    // streaming row
+                                         Case{c10::kBFloat16, 128256, 8, kSplit}, // lm-head: split rows
+                                         Case{c10::kFloat, 16384, 4, kSplit}),
                        ::testing::Bool(), ::testing::Values("sm_80", "sm_90a")));
 
 TEST(SoftmaxPlan, WidestAccessTheRowAndPointersAllow) {
-  EXPECT_EQ(plan_softmax(c10::kBFloat16, 4096, false, 8, false).vec, 8);
-  EXPECT_EQ(plan_softmax(c10::kFloat, 4096, false, 4, false).vec, 4);
-  EXPECT_EQ(plan_softmax(c10::kHalf, 4095, false, 8, false).vec, 1);
-  EXPECT_EQ(plan_softmax(c10::kHalf, 4096, false, 2, false).vec, 2);
-  EXPECT_EQ(plan_softmax(c10::kBFloat16, 128256, false, 8, true).vec, 8);  // 128256 = 8 * 16032
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 4096, false, 8, kRow).vec, 8);
+  EXPECT_EQ(plan_softmax(c10::kFloat, 4096, false, 4, kRow).vec, 4);
+  EXPECT_EQ(plan_softmax(c10::kHalf, 4095, false, 8, kRow).vec, 1);
+  EXPECT_EQ(plan_softmax(c10::kHalf, 4096, false, 2, kRow).vec, 2);
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 128256, false, 8, kSplit).vec, 8);  // 128256 = 8 * 16032
 }
 
 TEST(SoftmaxPlan, ThreadsPerRowScaleWithTheRow) {
-  const auto tiny = plan_softmax(c10::kFloat, 7, false, 4, false);
+  const auto tiny = plan_softmax(c10::kFloat, 7, false, 4, kRow);
   EXPECT_EQ(tiny.tpr, 2);
   EXPECT_EQ(tiny.rows, 128);
   EXPECT_TRUE(tiny.cache);
-  const auto small = plan_softmax(c10::kBFloat16, 128, false, 8, false);
+  const auto small = plan_softmax(c10::kBFloat16, 128, false, 8, kRow);
   EXPECT_LE(small.tpr, 32);
   EXPECT_GT(small.rows, 1);
-  const auto mid = plan_softmax(c10::kBFloat16, 4096, false, 8, false);
+  const auto mid = plan_softmax(c10::kBFloat16, 4096, false, 8, kRow);
   EXPECT_EQ(mid.rows, 1);
   EXPECT_TRUE(mid.cache);
   EXPECT_EQ(mid.splits, 1);
-  const auto huge = plan_softmax(c10::kFloat, 1 << 20, false, 4, false);
+  const auto huge = plan_softmax(c10::kFloat, 1 << 20, false, 4, kRow);
   EXPECT_EQ(huge.tpr, 1024);
   EXPECT_FALSE(huge.cache);  // too long for registers: online pass, then a second read
 }
@@ -78,20 +84,74 @@ TEST(SoftmaxPlan, LongRowsWithFewRowsSplitAcrossCtas) {
   EXPECT_TRUE(softmax_wants_split(128256, 4));
   EXPECT_FALSE(softmax_wants_split(128256, 4096));  // enough rows to fill the GPU one CTA a row
   EXPECT_FALSE(softmax_wants_split(4096, 4));       // short rows: one launch is cheaper
-  const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, true);
+  const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, kSplit);
   EXPECT_EQ(p.splits, 63);  // 4 rows -> 252 CTAs
   EXPECT_EQ(p.tpb, 256);
-  EXPECT_EQ(plan_softmax(c10::kFloat, 1 << 22, false, 4, true).splits, 64);
+  EXPECT_EQ(plan_softmax(c10::kFloat, 1 << 22, false, 4, kSplit).splits, 64);
 }
 
 TEST(SoftmaxPlan, NameIsReadableAndCarriesTheIdentity) {
-  const auto p = plan_softmax(c10::kBFloat16, 4096, false, 8, false);
+  const auto p = plan_softmax(c10::kBFloat16, 4096, false, 8, kRow);
   const std::string name = tileops::nvrtc::softmax_name(p, "sm_90a");
   EXPECT_EQ(name.rfind("softmax_fwd__bf16__n4096__v8", 0), 0u) << name;
   EXPECT_NE(name.find("sm_90a"), std::string::npos);
-  const auto l = plan_softmax(c10::kBFloat16, 4096, true, 8, false);
+  const auto l = plan_softmax(c10::kBFloat16, 4096, true, 8, kRow);
   EXPECT_EQ(tileops::nvrtc::softmax_name(l, "sm_90a").rfind("log_softmax_fwd__", 0), 0u);
-  EXPECT_NE(tileops::nvrtc::softmax_name(plan_softmax(c10::kBFloat16, 4096, false, 4, false), "sm_90a"), name);
+  EXPECT_NE(tileops::nvrtc::softmax_name(plan_softmax(c10::kBFloat16, 4096, false, 4, kRow), "sm_90a"), name);
+}
+
+// Cluster kernels exist for sm_90+ only (distributed shared memory).
+TEST(SoftmaxClusterCompiles, ToCubinForSm90a) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (const auto& c : {Case{c10::kBFloat16, 128256, 8, kCluster}, Case{c10::kFloat, 16384, 4, kCluster},
+                        Case{c10::kHalf, 100003, 1, kCluster}})  // odd row: scalar accesses, ragged chunks
+    for (bool log : {false, true}) {
+      const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
+      const auto sources = tileops::nvrtc::softmax_sources(plan, "sm_90a");
+      ASSERT_EQ(sources.size(), 1u);
+      const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+      EXPECT_NE(cubin.lowered_name.find("softmax_fwd_cluster"), std::string::npos);
+    }
+}
+
+TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
+  using tileops::nvrtc::select_softmax;
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 9), kCluster);  // lm-head logits on sm_90
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 8), kSplit);    // no clusters before sm_90
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4096, 9), kRow);   // enough rows: a CTA each
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 8, 4, 9), kRow);        // short rows: one CTA each
+  EXPECT_EQ(select_softmax(c10::kFloat, 1 << 20, 4, 4, 9), kSplit);      // 4 MB rows exceed a cluster
+  const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, kCluster);
+  EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs of 32 KB
+  EXPECT_EQ(p.tpb, 512);
+}
+
+TEST(SoftmaxImplementations, DeclarationOrderDecidesNothing) {
+  auto impls = tileops::nvrtc::softmax_implementations();
+  const tileops::nvrtc::SoftmaxProblem problems[] = {
+      {c10::kBFloat16, 128256, 8, 4, 9}, {c10::kBFloat16, 128256, 8, 4, 8}, {c10::kBFloat16, 4096, 8, 4, 9}};
+  for (const auto& q : problems) {
+    const int first = tileops::nvrtc::select_implementation("t", impls, q).id;
+    std::reverse(impls.begin(), impls.end());
+    EXPECT_EQ(tileops::nvrtc::select_implementation("t", impls, q).id, first);
+    std::rotate(impls.begin(), impls.begin() + 1, impls.end());
+    EXPECT_EQ(tileops::nvrtc::select_implementation("t", impls, q).id, first);
+  }
+}
+
+TEST(SoftmaxImplementations, AMissingPreferenceIsAnError) {
+  auto impls = tileops::nvrtc::softmax_implementations();
+  for (auto& i : impls) i.preferred_over = 0;  // split and row-per-cta both apply to lm-head rows
+  try {
+    tileops::nvrtc::select_implementation("tileops::reduction_softmax_fwd", impls,
+                                          tileops::nvrtc::SoftmaxProblem{c10::kBFloat16, 128256, 8, 4, 8});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("tileops::reduction_softmax_fwd"), std::string::npos) << what;
+    EXPECT_NE(what.find("row-per-cta, split"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -154,10 +154,43 @@ def test_cold_compile_on_gpu_one_node_no_recompile_dynamic_batch(counters):
     assert counters()["kernel_builds"] == 1  # tracing built nothing; the three real calls share one kernel
 
 
+# Rows longer than 64 KB go to the cluster implementation on sm_90 (a thread-block cluster per row,
+# DSMEM partial sums) and to the streaming one elsewhere or beyond 1 MB; 100003 is odd (scalar
+# accesses, ragged chunks), 1 << 20 float32 (4 MB) exceeds what a cluster holds.
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [100003, 131072, 262144])
+@pytest.mark.parametrize("m", [1, 3, 64])
+@pytest.mark.parametrize("weight", [True, False], ids=["w", "nw"])
+def test_long_rows_match_float64_reference(m, n, dtype, weight):
+    x = torch.randn(m, n, device="cuda", dtype=dtype) * 3 + 0.5
+    w = torch.randn(n, device="cuda", dtype=dtype) if weight else None
+    assert_close_rel(OP(x, w, [n]), rms_norm_ref(x, [n], w))
+
+
+def test_rows_past_a_cluster_stream():
+    x = torch.randn(3, 1 << 20, device="cuda")
+    w = torch.randn(1 << 20, device="cuda")
+    assert_close_rel(OP(x, w, [1 << 20]), rms_norm_ref(x, [1 << 20], w))
+
+
+def test_long_rows_deterministic_and_graph_replayable():
+    x = torch.randn(64, 131072, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
+    first = OP(x, w, [131072])
+    assert torch.equal(OP(x, w, [131072]), first)  # partial sums meet in a fixed order
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = OP(x, w, [131072])
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    assert_close_rel(out, rms_norm_ref(x, [131072], w))
+
+
 # ---- FusedAddRMSNormFwdOp -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 65536])
+@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 65536, 100003, 131072])
 @pytest.mark.parametrize("m", [0, 1, 7, 2048])
 def test_fused_add_matches_eager_both_branches(m, n, dtype):
     x = torch.randn(m, n, device="cuda", dtype=dtype)

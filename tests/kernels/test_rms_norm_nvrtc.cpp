@@ -2,6 +2,7 @@
 // the planner picks sensible specialisations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "jit/cuda_driver.h"
@@ -70,6 +71,57 @@ TEST(RmsNormPlan, NameIsReadableAndCarriesTheIdentity) {
   EXPECT_EQ(name.rfind("rms_norm_fwd__bf16__n4096__", 0), 0u) << name;
   EXPECT_NE(name.find("sm_90a"), std::string::npos);
   EXPECT_NE(name, tileops::nvrtc::rms_norm_name(plan_rms_norm(c10::kBFloat16, 4096, true, FLT_EPSILON, 8), "sm_90a"));
+}
+
+TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
+  using tileops::nvrtc::RmsNormImpl;
+  auto impl = [](c10::ScalarType t, int64_t n, int cc) { return plan_rms_norm(t, n, true, 1e-6f, 16, false, cc).impl; };
+  EXPECT_EQ(impl(c10::kBFloat16, 4096, 9), RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(impl(c10::kBFloat16, 32768, 9), RmsNormImpl::kRegisterResident);  // 64 KB: still one CTA
+  EXPECT_EQ(impl(c10::kBFloat16, 65536, 9), RmsNormImpl::kCluster);
+  EXPECT_EQ(impl(c10::kBFloat16, 131072, 9), RmsNormImpl::kCluster);          // the long-row workload
+  EXPECT_EQ(impl(c10::kFloat, 1 << 18, 9), RmsNormImpl::kCluster);            // 1 MB: 8 CTAs of 128 KB
+  EXPECT_EQ(impl(c10::kFloat, 1 << 20, 9), RmsNormImpl::kStreaming);          // 4 MB: more than a cluster holds
+  EXPECT_EQ(impl(c10::kBFloat16, 131072, 8), RmsNormImpl::kStreaming);        // no clusters before sm_90
+  EXPECT_EQ(impl(c10::kBFloat16, 131072, 0), RmsNormImpl::kStreaming);
+  const auto p = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 8, false, 9);
+  EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs holding 32 KB each, 4 vectors a thread
+  EXPECT_EQ(p.tpr, 512);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 65536, true, 1e-6f, 8, false, 9).cluster, 4);
+}
+
+TEST(RmsNormImplementations, DeclarationOrderDecidesNothing) {
+  using namespace tileops::nvrtc;
+  auto impls = rms_norm_implementations();
+  for (const RmsNormProblem q : {RmsNormProblem{c10::kBFloat16, 4096, 8, 9}, RmsNormProblem{c10::kBFloat16, 131072, 8, 9},
+                                 RmsNormProblem{c10::kBFloat16, 131072, 8, 8}, RmsNormProblem{c10::kFloat, 1 << 20, 4, 9}}) {
+    const int first = select_implementation("t", impls, q).id;
+    for (int k = 0; k < 3; ++k) {
+      std::rotate(impls.begin(), impls.begin() + 1, impls.end());
+      EXPECT_EQ(select_implementation("t", impls, q).id, first);
+    }
+    std::reverse(impls.begin(), impls.end());
+    EXPECT_EQ(select_implementation("t", impls, q).id, first);
+  }
+}
+
+TEST(RmsNormImplementations, OnlyTheClusterCarriesDeviceFactsIntoItsIdentity) {
+  for (const auto& i : tileops::nvrtc::rms_norm_implementations())
+    EXPECT_EQ(i.device_dependent, std::string(i.name) == "cluster") << i.name;
+}
+
+// Cluster kernels exist for sm_90+ only (distributed shared memory).
+TEST(RmsNormClusterCompiles, ToCubinForSm90a) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (auto [dtype, n, max_vec] : {std::tuple{c10::kBFloat16, int64_t{131072}, 8}, std::tuple{c10::kFloat, int64_t{1} << 18, 4},
+                                   std::tuple{c10::kHalf, int64_t{100003}, 8}})  // odd row: ragged chunks
+    for (bool fused : {false, true}) {
+      const auto plan = plan_rms_norm(dtype, n, true, FLT_EPSILON, max_vec, fused, 9);
+      ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kCluster);
+      const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+      EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_cluster"), std::string::npos);
+    }
 }
 
 TEST(NvrtcTarget, ArchForHopperIsSm90a) {

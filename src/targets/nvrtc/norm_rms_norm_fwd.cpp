@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
 
 #include "targets/builtin.h"
@@ -16,9 +17,6 @@ namespace tileops::nvrtc {
 namespace {
 
 namespace op = tileops::ops::norm_rms_norm_fwd;
-
-
-
 
 
 float eps_of(const OpCall& call, const RmsNormSlots& s) {
@@ -45,17 +43,18 @@ class RmsNormKernel final : public Kernel {
     const void* w = p_.has_weight ? call.inputs[s_.weight].const_data_ptr() : nullptr;
     void* y = call.outputs[s_.y].mutable_data_ptr();
     long long rows = call.inputs[s_.x].numel() / p_.n;
-    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    const long long grid = p_.impl == RmsNormImpl::kCluster ? rows * p_.cluster : (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
-    if (p_.add_residual) {
-      const void* r_in = call.inputs[s_.residual].const_data_ptr();
-      void* r_out = call.outputs[s_.residual_out].mutable_data_ptr();  // the residual itself when in place
-      void* args[] = {&x, &r_in, &r_out, &w, &y, &rows};
-      nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
-    } else {
-      void* args[] = {&x, &w, &y, &rows};
-      nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
-    }
+    const void* r_in = p_.add_residual ? call.inputs[s_.residual].const_data_ptr() : nullptr;
+    void* r_out = p_.add_residual ? call.outputs[s_.residual_out].mutable_data_ptr() : nullptr;  // residual when in place
+    void* plain[] = {&x, &w, &y, &rows};
+    void* fused[] = {&x, &r_in, &r_out, &w, &y, &rows};
+    void** args = p_.add_residual ? fused : plain;
+    const auto block = static_cast<unsigned>(p_.tpr * p_.rows);
+    if (p_.impl == RmsNormImpl::kCluster)
+      nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster), 0, args);
+    else
+      nvrtc::launch(k_, static_cast<unsigned>(grid), block, 0, args);
   }
 
  private:
@@ -64,69 +63,154 @@ class RmsNormKernel final : public Kernel {
   RmsNormSlots s_;
 };
 
-}  // namespace
+int elem_size(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
+int regs_per_vec(const RmsNormPlan& p) { return std::max(1, p.vec * elem_size(p.dtype) / 4); }
 
-RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec,
-                          bool add_residual) {
-  RmsNormPlan p{};
-  p.add_residual = add_residual;
-  p.dtype = dtype;
-  p.n = static_cast<int>(n);
-  p.has_weight = has_weight;
-  p.eps_bits = float_bits(eps);
-  const int elem = static_cast<int>(c10::elementSize(dtype));
-  p.vec = std::min(16 / elem, max_vec);
-  while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
-  const int64_t vecs = n / p.vec;
-  // About 4 vectors per thread on up to 256 threads a row, then up to 8 (registers still hold the
-  // row), then wider CTAs. Measured on the H200 (docs/PERF.md): 512-thread rows of 4 vectors ran
-  // 4096x16384 bf16 at 0.69 of copy, 256 threads of 8 vectors at 0.97.
-  // TILEOPS_RMS_VECS_PER_THREAD overrides the first target for tuning experiments (read once).
+// Register-resident and streaming share one kernel and one thread layout: about 4 vectors per thread
+// on up to 256 threads a row, then up to 8 (registers still hold the row), then wider CTAs. Measured
+// on the H200 (docs/PERF.md): 512-thread rows of 4 vectors ran 4096x16384 bf16 at 0.69 of copy, 256
+// threads of 8 vectors at 0.97. TILEOPS_RMS_VECS_PER_THREAD overrides the first target for tuning
+// experiments (read once).
+void plan_row_per_cta(RmsNormPlan& p, bool cache) {
   static const int kTarget = [] {
     const char* env = std::getenv("TILEOPS_RMS_VECS_PER_THREAD");
     const int v = env ? std::atoi(env) : 0;
     return v >= 1 && v <= 16 ? v : 4;
   }();
+  const int64_t vecs = p.n / p.vec;
   p.tpr = std::min<int>(256, next_pow2((vecs + kTarget - 1) / kTarget));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
-  const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
-  const int regs_per_vec = std::max(1, p.vec * elem / 4);
-  // 1024-thread CTAs may use 64 registers a thread: keep the row in half of them at most.
-  p.cache = per_thread * regs_per_vec <= 32;
   // Groups wider than a warp reduce through shared memory and own their CTA.
   p.rows = p.tpr > 32 ? 1 : 256 / p.tpr;
+  p.cache = cache;
+}
+
+// Cluster: the smallest cluster (2..8 CTAs, the portable maximum) whose CTAs hold at most 32 KB of
+// the row each (about 4 vectors a thread on 512 threads), else 8 CTAs on up to 1024 threads.
+// False when a CTA's share would not fit in 32 registers a thread.
+bool plan_cluster(RmsNormPlan& p) {
+  const int64_t vecs = p.n / p.vec;
+  const int64_t bytes = static_cast<int64_t>(p.n) * elem_size(p.dtype);
+  p.cluster = 2;
+  while (p.cluster < 8 && bytes > int64_t{32768} * p.cluster) p.cluster *= 2;
+  const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
+  p.tpr = std::clamp(next_pow2((chunk + 3) / 4), 32, 1024);
+  p.rows = 1;
+  p.cache = true;
+  return (chunk + p.tpr - 1) / p.tpr * regs_per_vec(p) <= 32;
+}
+
+RmsNormPlan base_plan(const RmsNormProblem& q) {
+  RmsNormPlan p{};
+  p.dtype = q.dtype;
+  p.n = static_cast<int>(q.n);
+  p.vec = q.vec;
+  return p;
+}
+
+// Rows up to 64 KB: one CTA holds the row in at most 16 registers a thread. Longer rows in one CTA
+// (1024 threads, 32 registers each) ran below 0.7 of copy on the H200, and leave SMs idle when rows
+// are few; the cluster serves them.
+bool register_resident_applies(const RmsNormProblem& q) {
+  return q.n * elem_size(q.dtype) <= 65536;
+}
+bool cluster_applies(const RmsNormProblem& q) {
+  if (q.cc_major < 9) return false;
+  RmsNormPlan p = base_plan(q);
+  return plan_cluster(p);
+}
+bool streaming_applies(const RmsNormProblem&) { return true; }
+
+constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
+
+RmsNormProblem problem_of(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major) {
+  return RmsNormProblem{dtype, n, rms_norm_vec(dtype, n, max_vec), cc_major};
+}
+
+}  // namespace
+
+const std::vector<Implementation<RmsNormProblem>>& rms_norm_implementations() {
+  static const std::vector<Implementation<RmsNormProblem>> impls{
+      {static_cast<int>(RmsNormImpl::kRegisterResident), "register-resident", register_resident_applies,
+       bit(RmsNormImpl::kCluster) | bit(RmsNormImpl::kStreaming), false},
+      {static_cast<int>(RmsNormImpl::kCluster), "cluster", cluster_applies, bit(RmsNormImpl::kStreaming), true},
+      {static_cast<int>(RmsNormImpl::kStreaming), "streaming", streaming_applies, 0u, false},
+  };
+  return impls;
+}
+
+const char* rms_norm_impl_name(RmsNormImpl impl) {
+  for (const auto& i : rms_norm_implementations())
+    if (i.id == static_cast<int>(impl)) return i.name;
+  return "?";
+}
+
+int rms_norm_vec(c10::ScalarType dtype, int64_t n, int max_vec) {
+  int vec = std::min(16 / elem_size(dtype), max_vec);
+  while (vec > 1 && n % vec != 0) vec /= 2;
+  return vec;
+}
+
+RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec,
+                          bool add_residual, int cc_major) {
+  const RmsNormProblem q = problem_of(dtype, n, max_vec, cc_major);
+  RmsNormPlan p = base_plan(q);
+  p.add_residual = add_residual;
+  p.has_weight = has_weight;
+  p.eps_bits = float_bits(eps);
+  p.impl = static_cast<RmsNormImpl>(
+      select_implementation(add_residual ? "tileops::norm_fused_add_rms_norm_fwd" : "tileops::norm_rms_norm_fwd",
+                            rms_norm_implementations(), q).id);
+  switch (p.impl) {
+    case RmsNormImpl::kRegisterResident: plan_row_per_cta(p, true); break;
+    case RmsNormImpl::kCluster: plan_cluster(p); break;
+    case RmsNormImpl::kStreaming: plan_row_per_cta(p, false); break;
+  }
   return p;
 }
 
 std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
-  return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_type_name(p.dtype) + "__n" + std::to_string(p.n) + "__v" +
-         std::to_string(p.vec) + "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) +
-         (p.has_weight ? "_w" : "_nw") + (p.cache ? "_reg" : "_stream") + "__eps" + std::to_string(p.eps_bits) + "__" +
-         arch;
+  std::string layout = "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows);
+  if (p.impl == RmsNormImpl::kCluster) layout = "_b" + std::to_string(p.tpr) + "_c" + std::to_string(p.cluster);
+  return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_type_name(p.dtype) +
+         "__n" + std::to_string(p.n) + "__v" + std::to_string(p.vec) + layout + (p.has_weight ? "_w" : "_nw") +
+         (p.impl == RmsNormImpl::kCluster ? "_cluster" : p.cache ? "_reg" : "_stream") + "__eps" +
+         std::to_string(p.eps_bits) + "__" + arch;
 }
 
 jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch) {
-  const std::string expr = std::string(p.add_residual ? "tileops::fused_add_rms_norm_fwd<" : "tileops::rms_norm_fwd<") +
-                           kernel_type_name(p.dtype) + ", " + std::to_string(p.n) +
-                           ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " + std::to_string(p.rows) +
-                           ", " + (p.has_weight ? "true" : "false") + ", " + (p.cache ? "true" : "false") + ", " +
-                           std::to_string(p.eps_bits) + "u>";
-  return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd.cuh", expr, arch);
+  const std::string kernel = std::string(p.add_residual ? "tileops::fused_add_rms_norm_fwd" : "tileops::rms_norm_fwd");
+  const std::string head = std::string("<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.n) + ", " +
+                           std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", ";
+  const std::string w = p.has_weight ? "true" : "false";
+  const std::string eps = std::to_string(p.eps_bits) + "u>";
+  if (p.impl == RmsNormImpl::kCluster)
+    return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd_cluster.cuh",
+                       kernel + "_cluster" + head + std::to_string(p.cluster) + ", " + w + ", " + eps, arch);
+  return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd.cuh",
+                     kernel + head + std::to_string(p.rows) + ", " + w + ", " + (p.cache ? "true" : "false") + ", " +
+                         eps,
+                     arch);
 }
 
 KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
   KernelBuilder b;
   const bool add = slots.residual >= 0;
-  // Build identity: (dtype, n, eps, weight or not, access width). Device facts enter through the
-  // arch at build time; the runtime keys loaded kernels by device anyway.
-  b.identity = [slots](const OpCall& call) {
+  // Build identity: (dtype, n, eps, weight or not, access width, implementation) and, only for an
+  // implementation whose build reads device facts (the cluster: sm_90+), the compute capability.
+  b.identity = [slots, add](const OpCall& call) {
     TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
                 "; use target='reference' (or the default) for this device");
     const at::Tensor& x = call.inputs[slots.x];
     const int64_t n = c10::multiply_integers(call.params[slots.normalized_shape].as_ints());
     const int elem = static_cast<int>(x.element_size());
+    const int max_vec = alignment_vec(call, slots, elem);
+    const DeviceInfo& dev = device_info(call.device.index());
+    const RmsNormProblem q = problem_of(x.scalar_type(), n, max_vec, dev.cc_major);
+    const auto& impl = select_implementation(call.op_name, rms_norm_implementations(), q);
     return BuildKey{static_cast<int64_t>(x.scalar_type()), n, static_cast<int64_t>(float_bits(eps_of(call, slots))),
-                    call.inputs[slots.weight].defined() ? 1 : 0, alignment_vec(call, slots, elem)};
+                    call.inputs[slots.weight].defined() ? 1 : 0, max_vec, impl.id,
+                    impl.device_dependent ? dev.cc_major * 10 + dev.cc_minor : 0};
   };
   b.build = [slots, add](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const int device = call.device.index();
@@ -135,13 +219,14 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
     const uint32_t bits = static_cast<uint32_t>(key.words[2]);
     std::memcpy(&eps, &bits, sizeof eps);
     const RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0,
-                                           eps, static_cast<int>(key.words[4]), add);
+                                           eps, static_cast<int>(key.words[4]), add, dev.cc_major);
     return std::make_shared<RmsNormKernel>(load(rms_norm_source(plan, dev.arch), device), plan, slots);
   };
   b.describe = [add](const BuildKey& key) {
     return std::string(add ? "fused_add_rms_norm_fwd(dtype=" : "rms_norm_fwd(dtype=") +
            short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
-           ", weight=" + (key.words[3] ? "yes" : "no") + ", vec=" + std::to_string(key.words[4]) + ")";
+           ", weight=" + (key.words[3] ? "yes" : "no") + ", vec=" + std::to_string(key.words[4]) +
+           ", impl=" + rms_norm_impl_name(static_cast<RmsNormImpl>(key.words[5])) + ")";
   };
   return b;
 }

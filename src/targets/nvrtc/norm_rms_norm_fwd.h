@@ -6,18 +6,39 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "tileops/target.h"
 
 namespace tileops::nvrtc {
 
+// The three implementations (src/kernels/norm/): which one serves a row is chosen by what each
+// declares it applies to and which it is preferred over (rms_norm_implementations()).
+enum class RmsNormImpl : int {
+  kRegisterResident = 0,  // one CTA (or a slice of one) per row, the row in registers
+  kCluster = 1,           // sm_90+: a thread-block cluster per row, partial sums through DSMEM
+  kStreaming = 2,         // any row: two passes, the second walking back through L2
+};
+
+// What the choice depends on: the row, its access width, and the device's compute capability
+// (clusters need sm_90).
+struct RmsNormProblem {
+  c10::ScalarType dtype;
+  int64_t n;
+  int vec;       // elements per access
+  int cc_major;  // 0: unknown (no cluster)
+};
+
 struct RmsNormPlan {
+  RmsNormImpl impl;
   c10::ScalarType dtype;
   int n;             // row length (prod(normalized_shape))
   int vec;           // elements per access (16 bytes when the row and pointers allow)
-  int tpr;           // threads per row (power of two, <= 1024)
+  int tpr;           // threads per row (power of two, <= 1024); per CTA for kCluster
   int rows;          // rows per CTA
+  int cluster = 1;   // CTAs per row (kCluster)
   bool has_weight;
   bool cache;        // row kept in registers between the two passes
   uint32_t eps_bits; // float32 eps, bit pattern
@@ -31,9 +52,15 @@ struct RmsNormSlots {
   int normalized_shape, eps;
 };
 
-// max_vec: the widest access the pointers' alignment allows (1..16/elem_size).
+const std::vector<Implementation<RmsNormProblem>>& rms_norm_implementations();
+const char* rms_norm_impl_name(RmsNormImpl impl);
+// Widest access (elements) a row allows given what the pointers' alignment allows.
+int rms_norm_vec(c10::ScalarType dtype, int64_t n, int max_vec);
+
+// max_vec: the widest access the pointers' alignment allows (1..16/elem_size). cc_major: the
+// device's compute capability (0 = unknown: never a cluster).
 RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec,
-                          bool add_residual = false);
+                          bool add_residual = false, int cc_major = 0);
 std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch);
 jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch);
 KernelBuilder rms_norm_fwd_builder();

@@ -180,3 +180,41 @@ void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned s
 }
 
 }  // namespace tileops::nvrtc
+
+namespace tileops::nvrtc {
+
+void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
+                    void** args) {
+  const auto& drv = jit::driver();
+  TORCH_CHECK(drv.cuLaunchKernelEx != nullptr, "launching ", k.name,
+              ": thread-block clusters need cuLaunchKernelEx (CUDA driver 11.8 or newer)");
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = cluster_x;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = grid_x;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = block_x;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem_bytes;
+  cfg.hStream = c10::cuda::getCurrentCUDAStream(k.device).stream();
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CUcontext current = nullptr;
+  drv.cuCtxGetCurrent(&current);
+  const bool switch_ctx = current != k.context;
+  if (switch_ctx) jit::check_cu(drv.cuCtxPushCurrent(k.context), "cuCtxPushCurrent");
+  const CUresult r = drv.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
+  if (switch_ctx) drv.cuCtxPopCurrent(&current);
+  if (r != CUDA_SUCCESS) jit::check_cu(r, ("launching " + k.name).c_str());
+}
+
+void throw_no_single_implementation(const char* op, const std::string& candidates) {
+  TORCH_CHECK(false, op, ": the nvrtc target has ", candidates.empty() ? "no implementation that applies" :
+              "no single preferred implementation among {" + candidates + "}",
+              " (a bug in the implementation declarations)");
+}
+
+}  // namespace tileops::nvrtc

@@ -56,5 +56,48 @@ int access_width(std::initializer_list<const void*> ptrs, int elem_size);
 
 // Call phase: one cuLaunchKernel on the current torch stream of the kernel's device.
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);
+// The same with 1-D thread-block clusters of cluster_x CTAs (sm_90+; grid_x a multiple of it).
+void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
+                    void** args);
+
+// Several implementations of one op on this target. Each declares what it applies to and which
+// implementations it is preferred over; a problem gets the applicable implementation that no other
+// applicable one is preferred over. Declaration order decides nothing, and a problem without
+// exactly one such implementation is an error naming the candidates (the declarations miss a
+// preference). `id`s are small distinct ints; preferred_over is a mask of ids.
+template <class Problem>
+struct Implementation {
+  int id;
+  const char* name;
+  bool (*applies)(const Problem&);
+  uint32_t preferred_over;
+  bool device_dependent;  // its build reads device facts (arch, cluster limits): they join its identity
+};
+
+[[noreturn]] void throw_no_single_implementation(const char* op, const std::string& candidates);
+
+template <class Problem>
+const Implementation<Problem>& select_implementation(const char* op, const std::vector<Implementation<Problem>>& impls,
+                                                     const Problem& p) {
+  uint32_t applicable = 0;
+  for (const auto& c : impls)
+    if (c.applies(p)) applicable |= 1u << c.id;
+  const Implementation<Problem>* chosen = nullptr;
+  int winners = 0;
+  for (const auto& c : impls) {
+    if (!(applicable >> c.id & 1u)) continue;
+    bool beaten = false;
+    for (const auto& d : impls)
+      if ((applicable >> d.id & 1u) && (d.preferred_over >> c.id & 1u)) beaten = true;
+    if (!beaten) { chosen = &c; ++winners; }
+  }
+  if (winners != 1) {
+    std::string names;
+    for (const auto& c : impls)
+      if (applicable >> c.id & 1u) names += std::string(names.empty() ? "" : ", ") + c.name;
+    throw_no_single_implementation(op, names);
+  }
+  return *chosen;
+}
 
 }  // namespace tileops::nvrtc

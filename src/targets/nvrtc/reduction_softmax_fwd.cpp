@@ -73,7 +73,7 @@ class SoftmaxKernel final : public Kernel {
     const void* xp = x.const_data_ptr();
     void* yp = y.mutable_data_ptr();
     long long rows = x.numel() / p_.n;
-    if (p_.splits > 1) {
+    if (p_.impl == SoftmaxImpl::kSplit) {
       const long long grid = rows * p_.splits;
       TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
       // Per-row partial (max, sum) pairs: a small temporary from the torch allocator.
@@ -83,6 +83,14 @@ class SoftmaxKernel final : public Kernel {
       nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpb), 0, stats_args);
       void* apply_args[] = {&xp, &wp, &yp};
       nvrtc::launch(k_[1], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpb), 0, apply_args);
+      return;
+    }
+    if (p_.impl == SoftmaxImpl::kCluster) {
+      const long long grid = rows * p_.cluster;
+      TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+      void* args[] = {&xp, &yp, &rows};
+      nvrtc::launch_cluster(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpb),
+                            static_cast<unsigned>(p_.cluster), 0, args);
       return;
     }
     void* args[] = {&xp, &yp, &rows};
@@ -106,14 +114,18 @@ KernelBuilder make_builder(bool log) {
     TORCH_CHECK(n <= (int64_t{1} << 30), call.op_name, ": the nvrtc target reduces dims of at most 2^30 elements, got ",
                 n);
     const int elem = static_cast<int>(x.element_size());
-    return BuildKey{static_cast<int64_t>(x.scalar_type()), n, alignment_vec(call, elem),
-                    softmax_wants_split(n, x.numel() / n) ? 1 : 0};
+    const int max_vec = alignment_vec(call, elem);
+    const DeviceInfo& dev = device_info(call.device.index());
+    const SoftmaxImpl impl = select_softmax(x.scalar_type(), n, max_vec, x.numel() / n, dev.cc_major);
+    // The cluster's build reads a device fact (sm_90+): only it carries the compute capability.
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), n, max_vec, static_cast<int64_t>(impl),
+                    impl == SoftmaxImpl::kCluster ? dev.cc_major * 10 + dev.cc_minor : 0};
   };
   b.build = [log](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const int device = call.device.index();
     const DeviceInfo& dev = device_info(device);
     const SoftmaxPlan plan = plan_softmax(static_cast<c10::ScalarType>(key.words[0]), key.words[1], log,
-                                          static_cast<int>(key.words[2]), key.words[3] != 0);
+                                          static_cast<int>(key.words[2]), static_cast<SoftmaxImpl>(key.words[3]));
     std::vector<LoadedKernel> kernels;
     for (const auto& src : softmax_sources(plan, dev.arch)) kernels.push_back(load(src, device));
     return std::make_shared<SoftmaxKernel>(std::move(kernels), plan);
@@ -121,7 +133,8 @@ KernelBuilder make_builder(bool log) {
   b.describe = [log](const BuildKey& key) {
     return std::string(log ? "log_softmax_fwd" : "softmax_fwd") + "(dtype=" +
            short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", n=" + std::to_string(key.words[1]) +
-           ", vec=" + std::to_string(key.words[2]) + (key.words[3] ? ", split" : "") + ")";
+           ", vec=" + std::to_string(key.words[2]) + ", impl=" + softmax_impl_name(static_cast<SoftmaxImpl>(key.words[3])) +
+           ")";
   };
   return b;
 }
@@ -130,16 +143,81 @@ KernelBuilder make_builder(bool log) {
 
 bool softmax_wants_split(int64_t n, int64_t rows) { return n >= 16384 && rows < 128; }
 
-SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, bool split) {
+int softmax_vec(c10::ScalarType dtype, int64_t n, int max_vec) {
+  int vec = std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec);
+  while (vec > 1 && n % vec != 0) vec /= 2;
+  return vec;
+}
+
+namespace {
+
+// Cluster: the smallest cluster (2..8 CTAs, the portable maximum) whose CTAs hold at most 32 KB of
+// the row each, about 4 vectors a thread; false when a CTA's share would not fit in 32 registers a
+// thread (rows over about 1 MB).
+bool plan_cluster(SoftmaxPlan& p) {
+  const int elem = static_cast<int>(c10::elementSize(p.dtype));
+  const int64_t vecs = p.n / p.vec;
+  const int64_t bytes = static_cast<int64_t>(p.n) * elem;
+  p.cluster = 2;
+  while (p.cluster < 8 && bytes > int64_t{32768} * p.cluster) p.cluster *= 2;
+  const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
+  p.tpb = std::clamp(next_pow2((chunk + 3) / 4), 32, 1024);
+  p.tpr = p.rows = 1;
+  p.splits = 1;
+  p.cache = true;
+  return (chunk + p.tpb - 1) / p.tpb * std::max(1, p.vec * elem / 4) <= 32;
+}
+
+bool row_per_cta_applies(const SoftmaxProblem&) { return true; }
+bool split_applies(const SoftmaxProblem& q) { return softmax_wants_split(q.n, q.rows); }
+bool cluster_applies(const SoftmaxProblem& q) {
+  if (q.cc_major < 9 || !softmax_wants_split(q.n, q.rows)) return false;
   SoftmaxPlan p{};
+  p.dtype = q.dtype;
+  p.n = static_cast<int>(q.n);
+  p.vec = q.vec;
+  return plan_cluster(p);
+}
+
+constexpr uint32_t bit(SoftmaxImpl i) { return 1u << static_cast<int>(i); }
+
+}  // namespace
+
+const std::vector<Implementation<SoftmaxProblem>>& softmax_implementations() {
+  static const std::vector<Implementation<SoftmaxProblem>> impls{
+      {static_cast<int>(SoftmaxImpl::kRowPerCta), "row-per-cta", row_per_cta_applies, 0u, false},
+      {static_cast<int>(SoftmaxImpl::kSplit), "split", split_applies, bit(SoftmaxImpl::kRowPerCta), false},
+      {static_cast<int>(SoftmaxImpl::kCluster), "cluster", cluster_applies,
+       bit(SoftmaxImpl::kSplit) | bit(SoftmaxImpl::kRowPerCta), true},
+  };
+  return impls;
+}
+
+const char* softmax_impl_name(SoftmaxImpl impl) {
+  for (const auto& i : softmax_implementations())
+    if (i.id == static_cast<int>(impl)) return i.name;
+  return "?";
+}
+
+SoftmaxImpl select_softmax(c10::ScalarType dtype, int64_t n, int max_vec, int64_t rows, int cc_major) {
+  const SoftmaxProblem q{dtype, n, softmax_vec(dtype, n, max_vec), rows, cc_major};
+  return static_cast<SoftmaxImpl>(select_implementation("tileops::reduction_softmax_fwd", softmax_implementations(), q).id);
+}
+
+SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, SoftmaxImpl impl) {
+  SoftmaxPlan p{};
+  p.impl = impl;
   p.dtype = dtype;
   p.n = static_cast<int>(n);
   p.log = log;
   const int elem = static_cast<int>(c10::elementSize(dtype));
-  p.vec = std::min(16 / elem, max_vec);
-  while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
+  p.vec = softmax_vec(dtype, n, max_vec);
   const int64_t vecs = n / p.vec;
-  if (split) {
+  if (impl == SoftmaxImpl::kCluster) {
+    plan_cluster(p);
+    return p;
+  }
+  if (impl == SoftmaxImpl::kSplit) {
     // Chunks of about 2048 elements on 256 threads (1-2 vectors a thread): 4 x 128256 bf16 gives
     // 4 * 63 CTAs, enough to fill an H200's 132 SMs; at most 64 partials a row to combine.
     p.tpb = 256;
@@ -163,7 +241,8 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
 std::string softmax_name(const SoftmaxPlan& p, const std::string& arch) {
   std::string s = std::string(p.log ? "log_softmax_fwd__" : "softmax_fwd__") + short_type_name(p.dtype) + "__n" +
                   std::to_string(p.n) + "__v" + std::to_string(p.vec);
-  if (p.splits > 1) s += "_split" + std::to_string(p.splits) + "_b" + std::to_string(p.tpb);
+  if (p.impl == SoftmaxImpl::kSplit) s += "_split" + std::to_string(p.splits) + "_b" + std::to_string(p.tpb);
+  else if (p.impl == SoftmaxImpl::kCluster) s += "_cluster" + std::to_string(p.cluster) + "_b" + std::to_string(p.tpb);
   else s += "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) + (p.cache ? "_reg" : "_stream");
   return s + "__" + arch;
 }
@@ -173,7 +252,12 @@ std::vector<jit::KernelSource> softmax_sources(const SoftmaxPlan& p, const std::
                            std::to_string(p.vec) + ", ";
   const std::string log = p.log ? "true" : "false";
   const std::string name = softmax_name(p, arch);
-  if (p.splits > 1) {
+  if (p.impl == SoftmaxImpl::kCluster)
+    return {make_source(name, "reduction/softmax_fwd_cluster.cuh",
+                        "tileops::softmax_fwd_cluster" + head + std::to_string(p.tpb) + ", " +
+                            std::to_string(p.cluster) + ", " + log + ">",
+                        arch)};
+  if (p.impl == SoftmaxImpl::kSplit) {
     const std::string mid = std::to_string(p.tpb) + ", " + std::to_string(p.splits);
     // The stats kernel does not depend on LOG: both ops share its CUBIN (same name and source).
     std::string stats_name = name;

@@ -9,11 +9,29 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "tileops/target.h"
 
 namespace tileops::nvrtc {
 
+// The implementations (src/kernels/reduction/), chosen by what each declares it applies to and
+// which it is preferred over (softmax_implementations()).
+enum class SoftmaxImpl : int {
+  kRowPerCta = 0,  // softmax_fwd: a CTA (or a warp slice of one) per row; any row
+  kSplit = 1,      // softmax_split_stats + softmax_split_apply: few long rows, two launches
+  kCluster = 2,    // softmax_fwd_cluster (sm_90+): few long rows, a cluster per row, one launch
+};
+
+struct SoftmaxProblem {
+  c10::ScalarType dtype;
+  int64_t n;
+  int vec;
+  int64_t rows;
+  int cc_major;  // 0: unknown (no cluster)
+};
+
 struct SoftmaxPlan {
+  SoftmaxImpl impl;
   c10::ScalarType dtype;
   int n;        // row length (size of the reduced dim)
   int vec;      // elements per access (16 bytes when the row and pointers allow)
@@ -24,15 +42,21 @@ struct SoftmaxPlan {
   bool cache;   // row kept in registers (one read)
   // splits > 1: softmax_split_stats + softmax_split_apply, rows * splits CTAs of tpb threads each.
   int splits;
-  int tpb;
+  int tpb;      // threads per CTA for kSplit and kCluster
+  int cluster;  // CTAs per row for kCluster
 };
 
 // Long rows with few of them (lm-head logits) would leave most SMs idle with one CTA a row: those
-// split each row over several CTAs. Decided per call from (n, rows), so it is part of the identity.
+// split each row over several CTAs (kSplit, kCluster). Decided per call from (n, rows), so the
+// implementation is part of the identity.
 bool softmax_wants_split(int64_t n, int64_t rows);
 
-// max_vec: the widest access the pointers' alignment allows (1..16/elem_size).
-SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, bool split);
+const std::vector<Implementation<SoftmaxProblem>>& softmax_implementations();
+const char* softmax_impl_name(SoftmaxImpl impl);
+int softmax_vec(c10::ScalarType dtype, int64_t n, int max_vec);
+// max_vec: the widest access the pointers' alignment allows; cc_major 0 = unknown (no cluster).
+SoftmaxImpl select_softmax(c10::ScalarType dtype, int64_t n, int max_vec, int64_t rows, int cc_major);
+SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, SoftmaxImpl impl);
 std::string softmax_name(const SoftmaxPlan& p, const std::string& arch);
 // One source (softmax_fwd) or two (split: stats, then apply).
 std::vector<jit::KernelSource> softmax_sources(const SoftmaxPlan& p, const std::string& arch);

@@ -1,0 +1,92 @@
+// RMSNorm forward, cluster on-chip rows (sm_90+): a row too long for one SM is split across the
+// CLUSTER CTAs of a thread-block cluster. CTA k holds the k-th chunk of the row in registers, so
+// each element is read from HBM once; the CTAs' partial sums of squares meet in distributed shared
+// memory, added in rank order (the same order on every CTA and every run).
+// Grid: rows * CLUSTER CTAs of TPB threads, launched with 1-D clusters of CLUSTER. Same arguments
+// as the register-resident kernels in rms_norm_fwd.cuh (`rows` is implied by the grid).
+#pragma once
+#include "common/cluster.cuh"
+#include "norm/rms_norm_fwd.cuh"
+
+namespace tileops {
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS, bool ADD_RESIDUAL>
+__device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const T* __restrict__ w,
+                                                     T* __restrict__ y) {
+  using V = Vec<T, VEC>;
+  constexpr int kVecs = N / VEC;
+  constexpr int kChunk = (kVecs + CLUSTER - 1) / CLUSTER;  // vectors per CTA
+  constexpr int kPerThread = (kChunk + TPB - 1) / TPB;
+  constexpr bool kExact = kVecs % CLUSTER == 0 && kChunk % TPB == 0;
+  // The weight is loaded with x when registers allow, so the scale pass does not wait on memory
+  // after the cluster-wide reduction.
+  constexpr bool kPrefetchW = HAS_WEIGHT && kPerThread * VEC * sizeof(T) <= 64;
+  __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
+  __shared__ float partial;
+  const int begin = static_cast<int>(cluster::rank()) * kChunk;
+  const int end = begin + kChunk < kVecs ? begin + kChunk : kVecs;
+  const V* wr = reinterpret_cast<const V*>(w);
+  V* yr = reinterpret_cast<V*>(y);
+
+  V cache[kPerThread];
+  V wcache[kPrefetchW ? kPerThread : 1];
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = begin + i * TPB + static_cast<int>(threadIdx.x);
+    if (kExact || c < end) {
+      cache[i] = src.first_read(c);
+      if constexpr (kPrefetchW) wcache[i] = wr[c];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
+    }
+  }
+  const float cta_sum = group_sum<TPB>(ss, scratch);
+  if (threadIdx.x == 0) partial = cta_sum;
+  cluster::sync();
+  float total = 0.f;
+#pragma unroll
+  for (int r = 0; r < CLUSTER; ++r) total += cluster::load_remote(&partial, r);
+  const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = begin + i * TPB + static_cast<int>(threadIdx.x);
+    if (kExact || c < end) {
+      V wv;
+      if constexpr (kPrefetchW) wv = wcache[i];
+      else if constexpr (HAS_WEIGHT) wv = wr[c];
+      V out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float f = to_float(cache[i].v[j]) * rs;
+        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+        out.v[j] = from_float<T>(f);
+      }
+      yr[c] = out;
+    }
+  }
+  // `partial` must outlive every other CTA's read of it.
+  cluster::sync();
+}
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPB)
+rms_norm_fwd_cluster(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+  using V = Vec<T, VEC>;
+  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
+  const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + off), nullptr, nullptr};
+  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(src, w, y + off);
+}
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPB)
+fused_add_rms_norm_fwd_cluster(const T* __restrict__ x, const T* residual_in, T* residual_out,
+                               const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+  using V = Vec<T, VEC>;
+  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
+  const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
+                                    reinterpret_cast<V*>(residual_out + off)};
+  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(src, w, y + off);
+}
+
+}  // namespace tileops
