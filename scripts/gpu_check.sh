@@ -43,7 +43,10 @@ if [ -n "${BENCH_VARIANTS:-}" ]; then
     >"$OUT/bench_vpt8.txt" 2>&1 || status=1
   grep -A12 "^workload" "$OUT/bench_vpt8.txt" | grep -v "^$" | sed 's/^/[vpt8] /' | head -9
 fi
+# BENCHES="norm reduction" runs only those families' scripts (default: every bench_*.py).
 for bench in scripts/bench/bench_*.py; do
+  fam=$(basename "$bench" .py); fam=${fam#bench_}
+  if [ -n "${BENCHES:-}" ] && [[ " $BENCHES " != *" $fam "* ]]; then continue; fi
   stem=$(basename "$bench" .py)
   $PY "$bench" --json "$OUT/$stem.json" ${BENCH_ARGS:-} >"$OUT/$stem.txt" 2>&1 || { status=1; tail -20 "$OUT/$stem.txt"; }
 done
