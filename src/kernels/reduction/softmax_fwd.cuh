@@ -71,6 +71,14 @@ __device__ __forceinline__ void online_add(float& m, float& s, const Vec<T, VEC>
 // s rescaled from its own max m to the row max M (0 for a thread that saw only -inf).
 __device__ __forceinline__ float rescale(float m, float s, float M) { return m == neg_inf() ? 0.f : s * fast_exp(m - M); }
 
+// Two partial (max, sum of exp(x - max)) pairs as one; symmetric in its arguments.
+struct CombineMaxSum {
+  __device__ __forceinline__ float2 operator()(float2 a, float2 b) const {
+    const float M = max_nan(a.x, b.x);
+    return make_float2(M, rescale(a.x, a.y, M) + rescale(b.x, b.y, M));
+  }
+};
+
 template <typename T, int VEC, bool LOG>
 __device__ __forceinline__ Vec<T, VEC> finish(const Vec<T, VEC>& v, float M, float inv_s, float log_s) {
   Vec<T, VEC> out;
@@ -95,6 +103,7 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, long long rows) {
   // Separate scratch per reduction: a second reduction must not overwrite what slow warps still read.
   __shared__ float scratch_max[TPR > 32 ? TPR / 32 : 1];
   __shared__ float scratch_sum[TPR > 32 ? TPR / 32 : 1];
+  __shared__ float2 scratch_pair[TPR > 32 ? TPR / 32 : 1];
 
   const int t = threadIdx.x % TPR;
   const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
@@ -105,6 +114,8 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, long long rows) {
 
   float M, S;
   if constexpr (CACHE) {
+    // Each thread reduces its registers to (max, sum of exp(x - max)); one reduction of the pairs
+    // then gives the row's (M, S): one barrier instead of two.
     V cache[kPerThread];
     float m = neg_inf();
 #pragma unroll
@@ -116,17 +127,20 @@ softmax_fwd(const T* __restrict__ x, T* __restrict__ y, long long rows) {
         for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(cache[i].v[j]));
       }
     }
-    M = group_max<TPR>(m, scratch_max);
     float s = 0.f;
+    if (m != neg_inf()) {  // only -inf seen: adds nothing (and no -inf - -inf)
 #pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      const int c = i * TPR + t;
-      if (active && (kExact || c < kVecs)) {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int c = i * TPR + t;
+        if (active && (kExact || c < kVecs)) {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(cache[i].v[j]) - M);
+          for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(cache[i].v[j]) - m);
+        }
       }
     }
-    S = group_sum<TPR>(s, scratch_sum);
+    const float2 ms = group_reduce<TPR>(make_float2(m, s), scratch_pair, CombineMaxSum{});
+    M = ms.x;
+    S = ms.y;
     const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {

@@ -85,19 +85,15 @@ void plan_row_per_cta(RmsNormPlan& p, bool cache) {
   p.cache = cache;
 }
 
-// Cluster: the smallest cluster (2..8 CTAs, the portable maximum) whose CTAs hold at most 32 KB of
-// the row each (about 4 vectors a thread on 512 threads), else 8 CTAs on up to 1024 threads.
-// False when a CTA's share would not fit in 32 registers a thread.
+// Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of about 32 KB each.
 bool plan_cluster(RmsNormPlan& p) {
-  const int64_t vecs = p.n / p.vec;
-  const int64_t bytes = static_cast<int64_t>(p.n) * elem_size(p.dtype);
-  p.cluster = 2;
-  while (p.cluster < 8 && bytes > int64_t{32768} * p.cluster) p.cluster *= 2;
-  const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
-  p.tpr = std::clamp(next_pow2((chunk + 3) / 4), 32, 1024);
+  RowCluster rc{};
+  const bool fits = plan_row_cluster(p.n / p.vec, p.vec * elem_size(p.dtype), rc);
+  p.cluster = rc.cluster;
+  p.tpr = rc.tpb;
   p.rows = 1;
   p.cache = true;
-  return (chunk + p.tpr - 1) / p.tpr * regs_per_vec(p) <= 32;
+  return fits;
 }
 
 RmsNormPlan base_plan(const RmsNormProblem& q) {
@@ -220,7 +216,9 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
     std::memcpy(&eps, &bits, sizeof eps);
     const RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0,
                                            eps, static_cast<int>(key.words[4]), add, dev.cc_major);
-    return std::make_shared<RmsNormKernel>(load(rms_norm_source(plan, dev.arch), device), plan, slots);
+    LoadedKernel k = load(rms_norm_source(plan, dev.arch), device);
+    if (plan.impl == RmsNormImpl::kCluster) allow_large_clusters(k, plan.cluster);
+    return std::make_shared<RmsNormKernel>(std::move(k), plan, slots);
   };
   b.describe = [add](const BuildKey& key) {
     return std::string(add ? "fused_add_rms_norm_fwd(dtype=" : "rms_norm_fwd(dtype=") +

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <memory>
@@ -209,6 +210,34 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
   const CUresult r = drv.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
   if (switch_ctx) drv.cuCtxPopCurrent(&current);
   if (r != CUDA_SUCCESS) jit::check_cu(r, ("launching " + k.name).c_str());
+}
+
+namespace {
+// Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),
+// accesses per thread (4), the largest cluster (8, the portable limit; 16 needs an opt-in).
+int env_int(const char* name, int dflt, int lo, int hi) {
+  const char* v = std::getenv(name);
+  const int x = v ? std::atoi(v) : 0;
+  return x >= lo && x <= hi ? x : dflt;
+}
+}  // namespace
+
+bool plan_row_cluster(int64_t vecs, int vec_bytes, RowCluster& out) {
+  static const int kCtaBytes = env_int("TILEOPS_CLUSTER_CTA_BYTES", 32768, 1024, 1 << 20);
+  static const int kPerThread = env_int("TILEOPS_CLUSTER_VPT", 4, 1, 16);
+  static const int kMaxCluster = env_int("TILEOPS_CLUSTER_MAX", 8, 2, 16);
+  const int64_t bytes = vecs * vec_bytes;
+  out.cluster = 2;
+  while (out.cluster < kMaxCluster && bytes > int64_t{kCtaBytes} * out.cluster) out.cluster *= 2;
+  const int64_t chunk = (vecs + out.cluster - 1) / out.cluster;
+  out.tpb = std::clamp(next_pow2((chunk + kPerThread - 1) / kPerThread), 32, 1024);
+  return (chunk + out.tpb - 1) / out.tpb * std::max(1, vec_bytes / 4) <= 32;
+}
+
+void allow_large_clusters(const LoadedKernel& k, int cluster) {
+  if (cluster <= 8) return;
+  jit::check_cu(jit::driver().cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                ("allowing clusters of " + std::to_string(cluster) + " CTAs for " + k.name).c_str());
 }
 
 void throw_no_single_implementation(const char* op, const std::string& candidates) {

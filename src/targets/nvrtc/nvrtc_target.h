@@ -60,6 +60,18 @@ void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned s
 void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
                     void** args);
 
+// How one row of `vecs` accesses of `vec_bytes` each spreads over a thread-block cluster: the
+// smallest cluster (2 CTAs up to the limit) whose CTAs hold at most a target number of bytes each,
+// about a target number of accesses a thread. False when a CTA's share would need more than 32
+// registers a thread (the row is too long for a cluster's registers).
+struct RowCluster {
+  int cluster;     // CTAs per row
+  int tpb;         // threads per CTA (power of two, 32..1024)
+};
+bool plan_row_cluster(int64_t vecs, int vec_bytes, RowCluster& out);
+// Clusters over 8 CTAs (the portable limit) need an opt-in per kernel (build phase).
+void allow_large_clusters(const LoadedKernel& k, int cluster);
+
 // Several implementations of one op on this target. Each declares what it applies to and which
 // implementations it is preferred over; a problem gets the applicable implementation that no other
 // applicable one is preferred over. Declaration order decides nothing, and a problem without

@@ -128,6 +128,7 @@ KernelBuilder make_builder(bool log) {
                                           static_cast<int>(key.words[2]), static_cast<SoftmaxImpl>(key.words[3]));
     std::vector<LoadedKernel> kernels;
     for (const auto& src : softmax_sources(plan, dev.arch)) kernels.push_back(load(src, device));
+    if (plan.impl == SoftmaxImpl::kCluster) allow_large_clusters(kernels[0], plan.cluster);
     return std::make_shared<SoftmaxKernel>(std::move(kernels), plan);
   };
   b.describe = [log](const BuildKey& key) {
@@ -151,21 +152,16 @@ int softmax_vec(c10::ScalarType dtype, int64_t n, int max_vec) {
 
 namespace {
 
-// Cluster: the smallest cluster (2..8 CTAs, the portable maximum) whose CTAs hold at most 32 KB of
-// the row each, about 4 vectors a thread; false when a CTA's share would not fit in 32 registers a
-// thread (rows over about 1 MB).
+// Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of about 32 KB each.
 bool plan_cluster(SoftmaxPlan& p) {
-  const int elem = static_cast<int>(c10::elementSize(p.dtype));
-  const int64_t vecs = p.n / p.vec;
-  const int64_t bytes = static_cast<int64_t>(p.n) * elem;
-  p.cluster = 2;
-  while (p.cluster < 8 && bytes > int64_t{32768} * p.cluster) p.cluster *= 2;
-  const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
-  p.tpb = std::clamp(next_pow2((chunk + 3) / 4), 32, 1024);
+  RowCluster rc{};
+  const bool fits = plan_row_cluster(p.n / p.vec, p.vec * static_cast<int>(c10::elementSize(p.dtype)), rc);
+  p.cluster = rc.cluster;
+  p.tpb = rc.tpb;
   p.tpr = p.rows = 1;
   p.splits = 1;
   p.cache = true;
-  return (chunk + p.tpb - 1) / p.tpb * std::max(1, p.vec * elem / 4) <= 32;
+  return fits;
 }
 
 bool row_per_cta_applies(const SoftmaxProblem&) { return true; }
