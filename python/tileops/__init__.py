@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 __all__ = ["load", "load_backend", "library_path", "counters", "reset_counters", "clear_kernel_caches",
-           "target_names", "set_default_target", "default_target", "op_table"]
+           "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled"]
 
 _lib: ctypes.CDLL | None = None
 _lib_path: str | None = None
@@ -55,6 +55,7 @@ def load(path: str | None = None) -> ctypes.CDLL:
     lib.tileops_counter.argtypes = [ctypes.c_char_p]
     lib.tileops_set_default_target.argtypes = [ctypes.c_char_p]
     lib.tileops_unregister_target.argtypes = [ctypes.c_char_p]
+    lib.tileops_set_autograd_pairing.argtypes = [ctypes.c_int]
     _lib, _lib_path = lib, path
     return lib
 
@@ -101,6 +102,21 @@ def default_target() -> str | None:
 
 def unregister_target(name: str) -> bool:
     return bool(load().tileops_unregister_target(name.encode()))
+
+
+def enable_autograd(on: bool = True) -> bool:
+    """Switches the opt-in autograd pairing (manifest `autograd: {backward: ...}`) on or off for the
+    whole process; returns the previous state. Off by default (TILEOPS_AUTOGRAD=1 at load turns it on).
+
+    When on, a paired forward (e.g. RMSNormFwdOp) called with inputs that require grad records a graph
+    whose backward is its Bwd op; when off, such a call is an error. It applies to calls and traces
+    made after the switch: compiled graphs keep what they were traced with (torch._dynamo.reset()).
+    """
+    return bool(load().tileops_set_autograd_pairing(1 if on else 0))
+
+
+def autograd_enabled() -> bool:
+    return bool(load().tileops_autograd_pairing())
 
 
 def op_table() -> list[dict]:

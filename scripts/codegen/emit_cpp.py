@@ -464,11 +464,30 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     lines.append("}")
 
     # Autograd guard: no silent graph drop (SPEC §6a): refuse grad-requiring inputs, else go below.
+    # A paired branch (manifest autograd:) runs its autograd Function instead when the switch is on.
     tensors = []
     for i in op.inputs:
         tensors.append(f"tileops::check::present({i.name}) ? &*{i.name} : nullptr" if i.optional else f"&{i.name}")
+    tensor_list = "{" + ", ".join(tensors) + "}"
+    paired = op.pairing is not None and branch == op.pairing.branch()
     lines.append(f"static {ret_t} {name}__autograd({cpp_params(op, branch, True)}) {{")
-    lines.append(f"  tileops::runtime::refuse_grad({cpp_str('tileops::' + name)}, {{{', '.join(tensors)}}});")
+    hint = ""
+    if paired:
+        lines.append(f"  if (tileops::autograd_pairing() && tileops::runtime::wants_grad({tensor_list})) {{")
+        call = f"{name}__Pair::apply({cpp_arg_names(op, branch, True)})"
+        if len(rets) == 1:
+            lines.append(f"    return {call};")
+        else:
+            lines.append(f"    const auto r = {call};")
+            lines.append("    return std::make_tuple(" + ", ".join(f"r[{k}]" for k in range(len(rets))) + ");")
+        lines.append("  }")
+        hint = (f"; or switch on its autograd pairing with tileops::{op.pairing.backward.base_name}: "
+                "tileops.enable_autograd(True), tileops::set_autograd_pairing(true) or TILEOPS_AUTOGRAD=1")
+    elif op.pairing is not None:
+        hint = (f"; its autograd pairing covers tileops::{op.operator_name(op.pairing.branch())} only "
+                "(no in-place, out= or dropped-output branch)")
+    lines.append(f"  tileops::runtime::refuse_grad({cpp_str('tileops::' + name)}, {tensor_list}"
+                 + (f", {cpp_str(hint)}" if hint else "") + ");")
     lines.append("  at::AutoDispatchBelowADInplaceOrView guard;")
     lines.append(f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("
                  f"{cpp_str('tileops::' + name)}, \"\").typed<{fn_type(op, branch)}>();")
@@ -481,6 +500,128 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
         lines += [f"  auto result = {call};"] + bumps + ["  return result;"]
     lines.append("}")
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------
+# Autograd pairing: a torch::autograd::Function per paired forward (model.Pairing says what goes where)
+
+
+def _handle(op: Op, branch: Branch) -> str:
+    name = op.operator_name(branch)
+    return (f"static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("
+            f"{cpp_str('tileops::' + name)}, \"\").typed<{fn_type(op, branch)}>();")
+
+
+def _save_param(p: Param, value: str) -> str:
+    v = "std::string(*{0})" if p.type == "str" else "*{0}"
+    if not p.nullable:
+        return f"c10::IValue({'std::string(' + value + ')' if p.type == 'str' else value})"
+    return f"({value}.has_value() ? c10::IValue({v.format(value)}) : c10::IValue())"
+
+
+def _load_param(p: Param, var: str, iv: str) -> list[str]:
+    if p.type == "int[]":
+        if not p.nullable:
+            return [f"const std::vector<c10::SymInt> {var}__v = {iv}.toSymIntVector();",
+                    f"const c10::SymIntArrayRef {var}({var}__v);"]
+        return [f"std::vector<c10::SymInt> {var}__v;", f"at::OptionalSymIntArrayRef {var};",
+                f"if (!{iv}.isNone()) {{ {var}__v = {iv}.toSymIntVector(); {var} = c10::SymIntArrayRef({var}__v); }}"]
+    get = {"int": "toInt()", "float": "toDouble()", "bool": "toBool()", "str": "toStringRef()",
+           "Device": "toDevice()", "ScalarType": "toScalarType()"}[p.type]
+    base = {"int": "int64_t", "float": "double", "bool": "bool", "str": "c10::string_view", "Device": "c10::Device",
+            "ScalarType": "c10::ScalarType"}[p.type]
+    if not p.nullable:
+        return [f"const {base} {var}({iv}.{get});"]
+    return [f"const std::optional<{base}> {var} = {iv}.isNone() ? std::nullopt : std::optional<{base}>({iv}.{get});"]
+
+
+def emit_pairing(op: Op) -> list[str]:
+    """forward: redispatch below autograd to the forward op, save what the backward op reads;
+    backward: call the backward op's branch that computes just the gradients asked for."""
+    pr = op.pairing
+    bwd, fb = pr.backward, pr.branch()
+    name = op.operator_name(fb)
+    rets = returned_outputs(op, fb)
+    S = f"{name}__Pair"
+    out = [f"// Autograd pairing ({op.path}:{op.autograd_line}): tileops::{name} -> tileops::{bwd.base_name}",
+           f"struct {S} : public torch::autograd::Function<{S}> {{",
+           f"  static {'at::Tensor' if len(rets) == 1 else 'torch::autograd::variable_list'} forward("
+           f"torch::autograd::AutogradContext* ag_ctx, {cpp_params(op, fb, True)}) {{",
+           "    at::AutoDispatchBelowADInplaceOrView guard;",
+           "    " + _handle(op, fb),
+           f"    auto ag_result = handle.call({cpp_arg_names(op, fb, True)});"]
+    if len(rets) == 1:
+        out.append(f"    at::Tensor o_{rets[0].name} = ag_result;")
+    else:
+        out += [f"    at::Tensor o_{o.name} = std::get<{k}>(ag_result);" for k, o in enumerate(rets)]
+    saves = []
+    for (kind, src), b in zip(pr.sources, bwd.inputs):
+        if kind == "input":
+            saves.append(f"{src}.value_or(at::Tensor())" if op.input(src).optional else src)
+        elif kind == "output":
+            saves.append(f"o_{src}")
+    out.append(f"    ag_ctx->save_for_backward({{{', '.join(saves)}}});")
+    # needs_input_grad counts present tensors only: remember each input's edge (-1: absent).
+    out.append("    std::vector<int64_t> ag_edges;")
+    out.append("    int64_t ag_e = 0;")
+    out += [f"    ag_edges.push_back({present(op, i.name)} ? ag_e++ : -1);" for i in op.inputs]
+    out.append('    ag_ctx->saved_data["__edges"] = c10::IValue(ag_edges);')
+    for p in bwd.params:
+        out.append(f"    ag_ctx->saved_data[{cpp_str(p.name)}] = {_save_param(op.param(p.name), p.name)};")
+    out.append('    ag_ctx->saved_data["__target"] = target.has_value() ? c10::IValue(std::string(*target)) '
+               ": c10::IValue();")
+    out.append(f"    return {'o_' + rets[0].name if len(rets) == 1 else '{' + ', '.join('o_' + o.name for o in rets) + '}'};")
+    out.append("  }")
+
+    out += ["  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ag_ctx, "
+            "torch::autograd::variable_list ag_grads) {",
+            "    const torch::autograd::variable_list ag_saved = ag_ctx->get_saved_variables();",
+            '    const std::vector<int64_t> ag_edges = ag_ctx->saved_data.at("__edges").toIntVector();',
+            "    [[maybe_unused]] auto ag_needs = [&](size_t i) {",
+            "      return ag_edges[i] >= 0 && ag_ctx->needs_input_grad(static_cast<size_t>(ag_edges[i]));",
+            "    };"]
+    k = 0
+    ret_names = [o.name for o in rets]
+    for (kind, src), b in zip(pr.sources, bwd.inputs):
+        value = f"ag_grads[{ret_names.index(src)}]" if kind == "grad" else f"ag_saved[{k}]"
+        k += kind != "grad"
+        if b.optional:
+            out.append(f"    const std::optional<at::Tensor> {b.name} = {value}.defined() ? "
+                       f"std::optional<at::Tensor>({value}) : std::nullopt;")
+        else:
+            out.append(f"    const at::Tensor {b.name} = {value};")
+    for p in bwd.params:
+        out += ["    " + x for x in _load_param(p, p.name, f"ag_ctx->saved_data.at({cpp_str(p.name)})")]
+    out += ['    const c10::IValue& ag_target = ag_ctx->saved_data.at("__target");',
+            "    const std::optional<c10::string_view> target = ag_target.isNone() ? std::nullopt : "
+            "std::optional<c10::string_view>(ag_target.toStringRef());"]
+    fwd_pos = {i.name: n for n, i in enumerate(op.inputs)}
+    optional_grads = [o.name for o in bwd.outputs if o.optional]
+    for o in bwd.outputs:
+        out.append(f"    at::Tensor g_{o.name};")
+    for g in optional_grads:
+        out.append(f"    const bool need_{g} = ag_needs({fwd_pos[g[1:]]});")
+    first = True
+    for bb in bwd.branches:
+        if bb.writes or bb.out:
+            continue
+        cond = " && ".join(f"!need_{g}" if g in bb.without else f"need_{g}" for g in optional_grads) or "true"
+        out.append(f"    {'if' if first else '} else if'} ({cond}) {{")
+        first = False
+        out.append("      " + _handle(bwd, bb))
+        brets = returned_outputs(bwd, bb)
+        call = f"handle.call({cpp_arg_names(bwd, bb, True)})"
+        if len(brets) == 1:
+            out.append(f"      g_{brets[0].name} = {call};")
+        else:
+            out.append(f"      std::tie({', '.join('g_' + o.name for o in brets)}) = {call};")
+    out.append("    }")
+    n_args = len(branch_args(op, fb)) + 1  # + target
+    out.append(f"    torch::autograd::variable_list ag_out({n_args});  // one per forward argument")
+    for fi, g in zip(pr.grads, (o.name for o in bwd.outputs)):
+        out.append(f"    if (ag_edges[{fwd_pos[fi]}] >= 0) ag_out[{fwd_pos[fi]}] = g_{g};")
+    out += ["    return ag_out;", "  }", "};"]
+    return out
 
 
 def emit_composite(op: Op, branch: Branch) -> list[str]:
@@ -558,12 +699,16 @@ def emit_registration(ops) -> str:
     impl = [o for o in ops if o.status == "implemented"]
     out = [banner(o.path for o in ops),
            "#include <ATen/ATen.h>", "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
-           "", '#include "boundary/checks.h"', '#include "boundary/runtime.h"', '#include "tileops/op_call.h"',
+           "#include <torch/csrc/autograd/custom_function.h>",
+           "", '#include "boundary/checks.h"', '#include "boundary/runtime.h"', '#include "tileops/autograd.h"',
+           '#include "tileops/op_call.h"',
            '#include "tileops_generated/composite.h"', '#include "tileops_generated/ops.h"', "",
            "namespace tileops::gen {", "namespace {", ""]
     for op in impl:
         check_lines, env = emit_check_fn(op)
         out += check_lines + [""]
+        if op.pairing is not None:
+            out += emit_pairing(op) + [""]
         for b in op.branches:
             if op.has_boundary:
                 out += emit_branch(op, env, b) + [""]
@@ -619,6 +764,7 @@ def op_json(op: Op) -> dict:
     return {
         "class": op.cls, "family": op.family, "name": op.base_name, "ref_api": op.ref_api,
         "status": op.status, "has_boundary": op.has_boundary, "manifest": f"{op.path}:{op.line}",
+        "autograd_backward": op.autograd,
         "compile_op_names": list(op.compile_op_names),
         "operators": [{"name": op.operator_name(b), "writes": list(b.writes), "out": b.out,
                        "without": list(b.without), "schema": schema(op, b)} for b in op.branches],

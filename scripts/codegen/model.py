@@ -39,7 +39,8 @@ PARAM_TYPES = {
 }
 STATUSES = ("spec-only", "implemented")
 
-ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition"}
+ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition", "autograd"}
+AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
 OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
@@ -134,6 +135,9 @@ class Op:
     path: str
     line: int
     op_id: int = field(default=-1, compare=False)
+    autograd: str | None = None  # backward op class named by `autograd: {backward: ...}`
+    autograd_line: int = 0
+    pairing: object = field(default=None, compare=False)  # Pairing, resolved once every entry is known
 
     @property
     def base_name(self) -> str:
@@ -166,6 +170,9 @@ class Op:
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def output(self, name: str) -> Output | None:
+        return next((o for o in self.outputs if o.name == name), None)
 
 
 def snake(name: str) -> str:
@@ -451,6 +458,14 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     if not inputs and any(o.buffer or o.optional for o in outputs):
         ctx.fail(sig.line, "an op without tensor inputs has no out buffer or optional outputs")
 
+    autograd, autograd_line = None, 0
+    if "autograd" in entry:
+        raw = entry["autograd"]
+        ctx.keys(raw, AUTOGRAD_KEYS, "autograd", required=("backward",))
+        autograd, autograd_line = raw["backward"], raw.line_of("backward")
+        if not isinstance(autograd, str):
+            ctx.fail(autograd_line, "autograd.backward names the op class that computes this op's gradients")
+
     roofline = entry.get("roofline")
     if roofline is not None:
         roofline = _roofline(ctx, roofline, entry.line_of("roofline"), set(input_names),
@@ -459,7 +474,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
 
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
-              getattr(entry, "line", 0))
+              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line)
 
 
 def _check_names(ctx, node, line, scalars, lists, tensors, what):
@@ -563,9 +578,137 @@ def build_ops(manifests: list[RawManifest]) -> tuple:
             next_id += 1
         else:
             out.append(op)
-    return tuple(out)
+    by_cls = {o.cls: o for o in out}
+    from dataclasses import replace
+    return tuple(replace(o, pairing=resolve_pairing(o, by_cls)) if o.autograd else o for o in out)
 
 
 def _with_id(op: Op, op_id: int) -> Op:
     from dataclasses import replace
     return replace(op, op_id=op_id)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Autograd pairing (`autograd: {backward: <BwdOp>}`): the naming convention that lines a backward op
+# up with its forward, checked here so the generated glue never has to guess.
+#   backward input  d<out>  <- the gradient of forward output <out>
+#   backward input  <name>  <- forward input (or output) <name>, saved by the forward
+#   backward param  <name>  <- forward param <name>
+#   backward output d<in>   -> the gradient of forward input <in>
+
+
+@dataclass(frozen=True)
+class Pairing:
+    backward: Op
+    sources: tuple  # per backward input, in order: (kind, forward name); kind 'grad' | 'input' | 'output'
+    grads: tuple    # per backward output, in order: the forward input it is the gradient of
+
+    def branch(self) -> Branch:
+        """The forward branch the pairing covers: it writes nothing, takes no out, drops nothing."""
+        return Branch((), False, ())
+
+
+def _dtype_root(op: Op, name: str, fail):
+    """(root tensor, allowed dtypes) of a tensor, following same_as to the input that names a union."""
+    while True:
+        t = op.input(name) or op.output(name)
+        rule = t.dtype
+        if rule.kind == "union":
+            return name, frozenset(rule.names)
+        if rule.kind != "same_as" or (op.input(rule.ref) is None and op.output(rule.ref) is None):
+            fail(f"{op.cls} '{name}': autograd pairing supports dtype unions and same_as(<tensor>) only, "
+                 f"not '{rule.text}'")
+        name = rule.ref
+
+
+def _shape_of(op: Op, name: str):
+    t = op.input(name) or op.output(name)
+    while isinstance(t.shape, exprs.SameAs):
+        t = op.input(t.shape.input) or op.output(t.shape.input)
+    return t.shape
+
+
+def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
+    def fail(msg):
+        raise ManifestError(fwd.path, fwd.autograd_line or fwd.line, fwd.cls, f"autograd pairing: {msg}")
+
+    bwd = by_cls.get(fwd.autograd)
+    if bwd is None:
+        fail(f"backward names unknown op class '{fwd.autograd}'")
+    if bwd.cls == fwd.cls:
+        fail("an op cannot be its own backward")
+    if not fwd.has_boundary or not bwd.has_boundary:
+        fail(f"both ops need a compile boundary (tensor inputs, no composition); "
+             f"{fwd.cls if not fwd.has_boundary else bwd.cls} has none")
+    for op in (fwd, bwd):
+        written = [i.name for i in op.inputs if i.mutated != "no"]
+        if written:
+            fail(f"{op.cls} writes its input '{written[0]}' (mutated); a paired forward and backward must be "
+                 "functional")
+    if fwd.status == "implemented" and bwd.status != "implemented":
+        fail(f"backward {bwd.cls} is {bwd.status}; an implemented forward pairs with an implemented backward")
+
+    fwd_in = {i.name for i in fwd.inputs}
+    fwd_out = {o.name for o in fwd.outputs}
+    sources, source_of = [], {}  # source_of: backward tensor -> forward tensor (for dtype/shape checks)
+    for b in bwd.inputs:
+        grad_of = b.name[1:] if b.name.startswith("d") and b.name[1:] in fwd_out else None
+        if grad_of and b.name in fwd_in | fwd_out:
+            fail(f"backward input '{b.name}' is ambiguous: both d<{grad_of}> and a forward tensor of that name")
+        if grad_of:
+            src = ("grad", grad_of)
+        elif b.name in fwd_in:
+            src = ("input", b.name)
+            if fwd.input(b.name).optional and not b.optional:
+                fail(f"backward input '{b.name}' must be optional: forward input '{b.name}' is")
+        elif b.name in fwd_out:
+            src = ("output", b.name)
+        else:
+            fail(f"backward input '{b.name}' has no source: it is neither d<output> of a forward output "
+                 f"({', '.join(sorted(fwd_out))}) nor a forward input or output of that name")
+        sources.append(src)
+        source_of[b.name] = src[1]
+    grads = []
+    for o in bwd.outputs:
+        if not (o.name.startswith("d") and o.name[1:] in fwd_in):
+            fail(f"backward output '{o.name}' is not d<input> of a forward input ({', '.join(i.name for i in fwd.inputs)})")
+        if o.buffer or o.aliases:
+            fail(f"backward output '{o.name}' must be a plain output (no buffer, no aliases)")
+        grads.append(o.name[1:])
+        source_of[o.name] = o.name[1:]
+
+    # Every floating-point tensor of the forward takes part: no gradient silently dropped.
+    def is_float(op, name):
+        return _dtype_root(op, name, fail)[1] <= set(FLOAT_DTYPES)
+    for o in fwd.outputs:
+        if is_float(fwd, o.name) and ("grad", o.name) not in sources:
+            fail(f"forward output '{o.name}' gets no gradient: backward {bwd.cls} has no input 'd{o.name}'")
+    for i in fwd.inputs:
+        if is_float(fwd, i.name) and i.name not in grads:
+            fail(f"forward input '{i.name}' gets no gradient: backward {bwd.cls} has no output 'd{i.name}'")
+
+    for p in bwd.params:
+        fp = fwd.param(p.name)
+        if fp is None:
+            fail(f"backward param '{p.name}' has no forward param of that name")
+        if (fp.type, fp.nullable) != (p.type, p.nullable):
+            fail(f"backward param '{p.name}' is {p.schema_type} but the forward's is {fp.schema_type}")
+
+    # dtypes: the backward accepts every dtype the forward gives it, ties what the forward ties, and a
+    # gradient has its input's dtype. shapes: the same spec after following same_as on both sides.
+    for bname, fname in source_of.items():
+        broot, ballowed = _dtype_root(bwd, bname, fail)
+        froot, fallowed = _dtype_root(fwd, fname, fail)
+        is_grad_out = bwd.output(bname) is not None
+        what = f"backward {'output' if is_grad_out else 'input'} '{bname}' vs forward '{fname}'"
+        if (is_grad_out and ballowed != fallowed) or not fallowed <= ballowed:
+            fail(f"dtype mismatch: {what}: {' | '.join(sorted(ballowed))} vs {' | '.join(sorted(fallowed))}")
+        if broot != bname:  # tied in the backward: the forward must tie the two sources as well
+            other = source_of[broot]
+            oroot, oallowed = _dtype_root(fwd, other, fail)
+            if oroot != froot and not (len(fallowed) == 1 and fallowed == oallowed):
+                fail(f"dtype mismatch: {what}: the backward ties '{bname}' to '{broot}' but the forward does not "
+                     f"tie '{fname}' to '{other}'")
+        if _shape_of(bwd, bname) != _shape_of(fwd, fname):
+            fail(f"shape mismatch: {what}: {exprs.render(_shape_of(bwd, bname))} vs {exprs.render(_shape_of(fwd, fname))}")
+    return Pairing(bwd, tuple(sources), tuple(grads))

@@ -134,14 +134,19 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
   }
 }
 
-void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs) {
-  if (!c10::GradMode::is_enabled()) return;
-  for (const at::Tensor* t : inputs) {
-    if (t != nullptr && t->defined() && t->requires_grad())
-      TORCH_CHECK(false, op,
-                  ": an input requires grad, but this op has no autograd formula (forward and backward are separate "
-                  "tileops ops). Call it under torch.no_grad() / torch.inference_mode(), or detach the inputs");
-  }
+bool wants_grad(std::initializer_list<const at::Tensor*> inputs) {
+  if (!c10::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : inputs)
+    if (t != nullptr && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs, const char* hint) {
+  if (!wants_grad(inputs)) return;
+  TORCH_CHECK(false, op,
+              ": an input requires grad, but this op has no autograd formula (forward and backward are separate "
+              "tileops ops). Call it under torch.no_grad() / torch.inference_mode(), or detach the inputs",
+              hint ? hint : "");
 }
 
 void bump_version(const at::Tensor& t) {

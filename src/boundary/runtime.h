@@ -15,7 +15,10 @@ namespace tileops::runtime {
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target);
 
 // Autograd guard: error when grad mode is on and an input requires grad (no silent graph drop).
-void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs);
+// `hint` (may be null) is appended, e.g. how to switch on a pairing the op has.
+void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs, const char* hint = nullptr);
+// Grad mode is on and an input requires grad: the case an autograd pairing records a graph for.
+bool wants_grad(std::initializer_list<const at::Tensor*> inputs);
 // Version counter bump for tensors a branch writes (what ADInplaceOrView would do).
 void bump_version(const at::Tensor& t);
 
