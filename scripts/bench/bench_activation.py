@@ -25,6 +25,8 @@ OPS = {
     "SiluFwdOp": (lambda x, p: ops.activation_silu_fwd(x), lambda x, p: F.silu(x), False),
     "GeluFwdOp": (lambda x, p: ops.activation_gelu_fwd(x, p.get("approximate", "none")),
                   lambda x, p: F.gelu(x, approximate=p.get("approximate", "none")), False),
+    # Integer x gives float32 y: the copy it is compared with converts too (same bytes read and written).
+    "SigmoidFwdOp": (lambda x, p: ops.activation_sigmoid_fwd(x), lambda x, p: torch.sigmoid(x), False),
     "SiluAndMulFwdOp": (lambda x, p: ops.activation_silu_and_mul_fwd(x),
                         lambda x, p: F.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
     "GeluAndMulFwdOp": (lambda x, p: ops.activation_gelu_and_mul_fwd(x),
@@ -46,12 +48,14 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
             for s in shape:
                 numel *= s
             out_numel = numel // 2 if gated else numel
-            bytes_per_call = (numel + out_numel) * dtype.itemsize
+            x0 = harness.random_tensor(shape, dtype)
+            out_dtype = ours(x0, params).dtype  # x's, or float32 for SigmoidFwdOp on integer x
+            bytes_per_call = numel * dtype.itemsize + out_numel * out_dtype.itemsize
             n_sets = harness.n_sets_for(bytes_per_call)
-            xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
-            # The copy moves the same bytes: read numel elements, write out_numel.
+            xs = [x0] + [harness.random_tensor(shape, dtype) for _ in range(n_sets - 1)]
+            # The copy moves the same bytes: read numel elements of x's dtype, write out_numel of y's.
             srcs = [x.view(-1)[:out_numel] if gated else x for x in xs]
-            dsts = [torch.empty(out_numel, device="cuda", dtype=dtype).view(s.shape) for s in srcs]
+            dsts = [torch.empty(out_numel, device="cuda", dtype=out_dtype).view(s.shape) for s in srcs]
             compiled = torch.compile(lambda x: eager(x, params))
             label = wl["name"] + ("" if not params else "-" + "-".join(str(v) for v in params.values()))
             rows.append(harness.measure(f"{label}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
@@ -61,7 +65,7 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
                 "copy": lambda i: (lambda: dsts[i].copy_(srcs[i])),
             }))
             rows[-1]["op"] = op_class
-            del xs, srcs, dsts
+            del x0, xs, srcs, dsts
             if quick:
                 break
     return rows

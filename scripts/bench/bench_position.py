@@ -29,18 +29,21 @@ def rope_formula(positions, q, k, cache, neox: bool):
 
 
 def rope_rows(quick: bool) -> list[dict]:
-    # (workload, t, hq, hk, head_dim, rot, neox): the brief's 8192 x 32 heads x 128 for q and k first.
+    # (workload, t, hq, hk, head_dim, rot, neox[, cache dtype]): the brief's 8192 x 32 heads x 128 for
+    # q and k first; the cache is float32 unless given (a bf16 cache is in q's dtype: dtype_combos).
     cases = [("8192x32x128 q+k", 8192, 32, 32, 128, 128, True)]
     if not quick:
         cases += [("8192x32x128 gptj", 8192, 32, 32, 128, 128, False),
                   ("llama-8b gqa", 8192, 32, 8, 128, 128, True),
+                  ("llama-8b gqa bf16 cache", 8192, 32, 8, 128, 128, True, torch.bfloat16),
                   ("decode 1 token", 1, 32, 8, 128, 128, True),
                   ("partial rot 64/256", 8192, 16, 16, 256, 64, False)]
     rows = []
     dtype = torch.bfloat16
-    for name, t, hq, hk, d, rot, neox in cases:
+    for name, t, hq, hk, d, rot, neox, *cache_dtype in cases:
+        cache_dtype = cache_dtype[0] if cache_dtype else torch.float32
         op = getattr(torch.ops.tileops, f"position_rope_{'neox' if neox else 'non_neox'}_fwd_writes_k_writes_q")
-        bytes_per_call = 2 * t * (hq + hk) * rot * dtype.itemsize + t * rot * 4 + t * 8
+        bytes_per_call = 2 * t * (hq + hk) * rot * dtype.itemsize + t * rot * cache_dtype.itemsize + t * 8
         n_sets = harness.n_sets_for(bytes_per_call)
         ps = [torch.randint(0, 8192, (t,), device="cuda") for _ in range(n_sets)]
         qs = [torch.randn(t, hq, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
@@ -49,7 +52,7 @@ def rope_rows(quick: bool) -> list[dict]:
         k2 = [torch.empty_like(x) for x in ks]
         angle = torch.arange(8192, device="cuda", dtype=torch.float32)[:, None] * \
             (1.0 / 10000 ** (torch.arange(0, rot, 2, device="cuda", dtype=torch.float32) / rot))
-        cache = torch.cat([angle.cos(), angle.sin()], -1)
+        cache = torch.cat([angle.cos(), angle.sin()], -1).to(cache_dtype)
         compiled = torch.compile(lambda p, q, k, c: rope_formula(p, q, k, c, neox))
 
         def copy(i):

@@ -17,7 +17,19 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+          "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+          "int64": torch.int64, "bool": torch.bool}
+
+
+def random_tensor(shape, dtype, device="cuda"):
+    """randn for floating dtypes; small integers (both signs where the dtype has them) or random bools."""
+    if dtype.is_floating_point:
+        return torch.randn(shape, device=device, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.rand(shape, device=device) < 0.5
+    low = 0 if dtype == torch.uint8 else -16
+    return torch.randint(low, 16, shape, device=device, dtype=dtype)
 L2_BYTES = 60 * 2 ** 20  # H200
 
 

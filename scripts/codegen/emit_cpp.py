@@ -313,15 +313,22 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
         else:
             body += check
     if op.dtype_combos:
+        # Every combo names the same inputs (the model checks it): report the caller's dtypes of those.
+        names = [n for n, _ in op.dtype_combos[0]]
+
+        def dtype_of(n):  # an absent optional input reports Undefined and matches any combo
+            t = f"{tensor_ref(op, n)}.scalar_type()"
+            return f"({present(op, n)} ? {t} : c10::ScalarType::Undefined)" if op.input(n).optional else t
+
         conds = []
         for combo in op.dtype_combos:
-            conds.append(" && ".join(f"(!{present(op, n)} || {tensor_ref(op, n)}.scalar_type() == {DTYPES[d]})"
-                                     for n, d in combo))
-        allowed = "; ".join(", ".join(f"{n}={d}" for n, d in combo) for combo in op.dtype_combos)
-        tensors = ", ".join(f"{{{cpp_str(i.name)}, {present(op, i.name)} ? {tensor_ref(op, i.name)}.scalar_type() "
-                            f": c10::ScalarType::Undefined}}" for i in op.inputs)
-        body.append(f"if (!(({') || ('.join(conds)}))) tileops::check::fail_dtype_combo(kOp, {cpp_str(allowed)}, "
-                    f"{{{tensors}}});")
+            conds.append(" && ".join(
+                f"(!{present(op, n)} || {tensor_ref(op, n)}.scalar_type() == {DTYPES[d]})" if op.input(n).optional
+                else f"{dtype_of(n)} == {DTYPES[d]}" for n, d in combo))
+        allowed = ", ".join("(" + ", ".join(d for _, d in combo) + ")" for combo in op.dtype_combos)
+        got = ", ".join(dtype_of(n) for n in names)
+        body.append(f"if (!(({') || ('.join(conds)}))) tileops::check::fail_dtype_combo(kOp, "
+                    f"{cpp_str(', '.join(names))}, {cpp_str(allowed)}, {{{got}}});")
     bound: set[str] = set()
     for i in op.inputs:
         shape_lines = emit_input_shape(op, env, i, bound)

@@ -258,6 +258,56 @@ def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str) 
     return DTypeRule("union", names=names, text=t)
 
 
+def _dtype_root(inputs, name: str) -> str:
+    """The input whose dtype `name`'s dtype follows (through same_as chains); itself if none."""
+    by_name = {i.name: i for i in inputs}
+    while name in by_name and by_name[name].dtype.kind == "same_as":
+        name = by_name[name].dtype.ref
+    return name
+
+
+def _dtype_combos(ctx: _Ctx, sig, inputs) -> tuple:
+    """dtype_combos: every combo maps the same inputs (each with its own dtype union) to one dtype
+    each; together they are the only dtype combinations of those inputs a call may pass."""
+    raw = sig.get("dtype_combos") or LList()
+    line = sig.line_of("dtype_combos")
+    if not isinstance(raw, list):
+        ctx.fail(line, "dtype_combos is a list of {input: dtype} mappings")
+    by_name = {i.name: i for i in inputs}
+    combos, names = [], None
+    for n, combo in enumerate(raw):
+        where = getattr(combo, "line", line)
+        if not isinstance(combo, LMap) or not combo:
+            ctx.fail(where, f"dtype combo #{n + 1}: each dtype combo maps input names to one dtype, "
+                            "e.g. {q: float16, cos_sin_cache: float32}")
+        for k, v in combo.items():
+            if k not in by_name:
+                ctx.fail(combo.line_of(k), f"dtype combo #{n + 1} names unknown input '{k}'; "
+                                           f"inputs: {', '.join(by_name) or '(none)'}")
+            rule = by_name[k].dtype
+            if rule.kind != "union":
+                ctx.fail(combo.line_of(k), f"dtype combo #{n + 1} names input '{k}', whose dtype is '{rule.text}'; "
+                                           f"name the input it follows instead")
+            if not isinstance(v, str) or v not in DTYPES:
+                ctx.fail(combo.line_of(k), f"dtype combo #{n + 1}: unknown dtype '{v}' for input '{k}'; "
+                                           f"known: {', '.join(DTYPES)}")
+            if v not in rule.names:
+                ctx.fail(combo.line_of(k), f"dtype combo #{n + 1}: {k}={v} is outside input '{k}''s dtype "
+                                           f"'{rule.text}'; the combo could never match")
+        # One set of inputs in signature order: the check reports the caller's dtypes of exactly those.
+        keys = tuple(i.name for i in inputs if i.name in combo)
+        if names is None:
+            names = keys
+        elif keys != names:
+            ctx.fail(where, f"dtype combo #{n + 1} names inputs ({', '.join(keys)}) but combo #1 names "
+                            f"({', '.join(names)}); every combo lists the same inputs")
+        entry = tuple((k, combo[k]) for k in keys)
+        if entry in combos:
+            ctx.fail(where, f"dtype combo #{n + 1} repeats an earlier combo")
+        combos.append(entry)
+    return tuple(combos)
+
+
 def _shape(ctx: _Ctx, text, line: int, what: str):
     try:
         return exprs.parse_shape(str(text))
@@ -357,6 +407,9 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         new_name(name, line, "input")
         ctx.keys(spec, INPUT_KEYS, f"input '{name}'", required=("dtype", "shape"))
         dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), [i.name for i in inputs], f"input '{name}'")
+        if dtype.kind == "promote_int_to_float":
+            ctx.fail(spec.line_of("dtype"), f"input '{name}': promote_int_to_float() gives an output's dtype; "
+                                            "an input takes a union or same_as()")
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
         if isinstance(shape, exprs.SameAs) and shape.input not in [i.name for i in inputs]:
             ctx.fail(spec.line_of("shape"), f"input '{name}': shape same_as({shape.input}) must name an earlier input")
@@ -392,6 +445,15 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             target = next((i for i in inputs if i.name == aliases), None)
             if target is None or target.mutated == "no":
                 ctx.fail(spec.line_of("aliases"), f"output '{name}': aliases '{aliases}' must name a mutated input")
+            # The written input holds the result, so the result must have that input's dtype whatever
+            # it is; e.g. promote_int_to_float(x) cannot alias an integer x.
+            if dtype.kind != "same_as" or _dtype_root(inputs, dtype.ref) != _dtype_root(inputs, aliases):
+                ctx.fail(spec.line_of("dtype"), f"output '{name}' aliases '{aliases}', so its dtype must be "
+                                                f"same_as({aliases}) (or same_as the input {aliases}'s dtype follows), "
+                                                f"got '{dtype.text}'")
+        if dtype.kind == "promote_int_to_float" and dtype.ref not in input_names:
+            ctx.fail(spec.line_of("dtype"), f"output '{name}': promote_int_to_float() takes a tensor input, "
+                                            f"got '{dtype.ref}'")
         optional = spec.get("optional", False)
         outputs.append(Output(name, dtype, shape, str(spec["shape"]), buffer == "out", bool(optional), aliases, line))
     if sum(o.buffer for o in outputs) > 1:
@@ -437,16 +499,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         _check_names(ctx, node, line, symbols | int_params, list_params, set(input_names), f"shape rule '{text}'")
         rules.append(Rule(node, str(text), line))
 
-    combos = []
-    for combo in sig.get("dtype_combos") or LList():
-        if not isinstance(combo, LMap) or not combo:
-            ctx.fail(sig.line_of("dtype_combos"), "each dtype combo maps input names to one dtype")
-        for k, v in combo.items():
-            if k not in input_names:
-                ctx.fail(combo.line_of(k), f"dtype combo names unknown input '{k}'")
-            if v not in DTYPES:
-                ctx.fail(combo.line_of(k), f"dtype combo: unknown dtype '{v}'")
-        combos.append(tuple(combo.items()))
+    combos = _dtype_combos(ctx, sig, inputs)
 
     composition = entry.get("composition") or ()
     if composition and (not isinstance(composition, list) or not all(isinstance(c, str) for c in composition)):

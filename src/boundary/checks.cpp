@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include <sstream>
+#include <string>
 
 namespace tileops::check {
 namespace {
@@ -20,6 +20,8 @@ const char* dtype_name(c10::ScalarType t) {
     case c10::ScalarType::Int: return "int32";
     case c10::ScalarType::Long: return "int64";
     case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::ComplexFloat: return "complex64";  // torch's names for dtypes no manifest takes
+    case c10::ScalarType::ComplexDouble: return "complex128";
     default: return c10::toString(t);
   }
 }
@@ -124,16 +126,15 @@ void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c
                     sym_str(rhs), ")");
 }
 
-void fail_dtype_combo(const char* op, const char* allowed,
-                      std::initializer_list<std::pair<const char*, c10::ScalarType>> got) {
-  std::ostringstream os;
-  bool first = true;
-  for (const auto& [name, dt] : got) {
-    if (dt == c10::ScalarType::Undefined) continue;
-    os << (first ? "" : ", ") << name << "=" << dtype_name(dt);
-    first = false;
+void fail_dtype_combo(const char* op, const char* names, const char* allowed,
+                      std::initializer_list<c10::ScalarType> got) {
+  std::string dtypes;
+  for (auto dt : got) {
+    if (!dtypes.empty()) dtypes += ", ";
+    dtypes += dt == c10::ScalarType::Undefined ? "none" : dtype_name(dt);  // none: an absent optional input
   }
-  TORCH_CHECK_TYPE(false, op, ": dtypes must be one of the combinations {", allowed, "}, got {", os.str(), "}");
+  TORCH_CHECK_TYPE(false, op, ": the dtypes of (", names, ") must be one of the combinations ", allowed,
+                   " (dtype_combos), got (", dtypes, ")");
 }
 
 }  // namespace tileops::check

@@ -49,7 +49,9 @@ void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& r
 [[noreturn]] void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const char* ref_name,
                                   const at::Tensor& ref);
 [[noreturn]] void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs);
-[[noreturn]] void fail_dtype_combo(const char* op, const char* allowed,
-                                   std::initializer_list<std::pair<const char*, c10::ScalarType>> got);
+// The inputs `names` ("q, cos_sin_cache") have dtypes `got` (Undefined: an absent optional input),
+// which match none of the manifest's dtype_combos `allowed` ("(float16, float16), (float16, float32)").
+[[noreturn]] void fail_dtype_combo(const char* op, const char* names, const char* allowed,
+                                   std::initializer_list<c10::ScalarType> got);
 
 }  // namespace tileops::check

@@ -8,15 +8,15 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tileops
-from tileops.activation import (GeluAndMulFwdOp, GeluFwdOp, GeluTanhAndMulFwdOp, ReluFwdOp, SiluAndMulFwdOp,
-                                SiluFwdOp)
+from tileops.activation import (GeluAndMulFwdOp, GeluFwdOp, GeluTanhAndMulFwdOp, ReluFwdOp, SigmoidFwdOp,
+                                SiluAndMulFwdOp, SiluFwdOp)
 
 ops = torch.ops.tileops
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 TOL = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3),
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
 
-from support.activation_cases import GATED, UNARY, gated_ref  # noqa: E402
+from support.activation_cases import GATED, IN_PLACE, INT_DTYPES, UNARY, gated_ref, int_sample, promoted  # noqa: E402
 
 
 def sample(shape, dtype):
@@ -66,7 +66,7 @@ def test_unary_non_contiguous_input_gives_contiguous_output(name):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", IN_PLACE)
 def test_in_place_branch_writes_x_and_returns_nothing(name, dtype):
     _, op_, params, ref = UNARY[name]
     x = sample((5, 33), dtype)
@@ -76,7 +76,7 @@ def test_in_place_branch_writes_x_and_returns_nothing(name, dtype):
     torch.testing.assert_close(x, expected, **TOL[dtype])
 
 
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", IN_PLACE)
 def test_in_place_non_contiguous_x_is_written_back_and_nothing_else(name):
     _, op_, params, ref = UNARY[name]
     base = sample((16, 40), torch.float32)
@@ -93,6 +93,101 @@ def test_in_place_bumps_the_version_counter():
     v = x._version
     ops.activation_silu_fwd_writes_x(x)
     assert x._version > v
+
+
+# ---- SigmoidFwdOp: integer and bool x give float32 y (promote_int_to_float) --------------------
+
+@pytest.mark.parametrize("dtype", DTYPES + INT_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1,), (37,), (4, 129), (2, 3, 64), (0, 5)], ids=str)
+def test_sigmoid_every_dtype_matches_torch(dtype, shape):
+    x = int_sample(shape, dtype) if dtype in INT_DTYPES else sample(shape, dtype)
+    y = ops.activation_sigmoid_fwd(x)
+    expected = torch.sigmoid(x)  # float32 for integer x under the default dtype
+    assert y.dtype == promoted(dtype) == expected.dtype and y.shape == x.shape and y.is_contiguous()
+    torch.testing.assert_close(y, expected, rtol=0, atol=0)  # the reference target is ref_api itself
+    torch.testing.assert_close(y.double(), torch.sigmoid(x.double()), **TOL[y.dtype])  # and it is sigmoid
+
+
+@pytest.mark.parametrize("dtype", [d for d in INT_DTYPES if d != torch.bool], ids=str)
+def test_sigmoid_integer_extremes_saturate(dtype):
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.min, -1 if info.min < 0 else 1, 0, 1, info.max], dtype=dtype)
+    y = ops.activation_sigmoid_fwd(x)
+    assert y.dtype == torch.float32
+    assert y[2] == 0.5 and y[-1] == 1.0
+    assert y[0] == (0.0 if info.min < 0 else 0.5)  # exp(-min) overflows to inf: exactly 0
+
+
+def test_sigmoid_bool_is_zero_or_one():
+    y = ops.activation_sigmoid_fwd(torch.tensor([True, False, True]))
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.tensor([1.0, 0.0, 1.0]).sigmoid(), rtol=0, atol=0)
+
+
+def test_sigmoid_integer_y_is_float32_whatever_the_default_dtype():
+    # Documented: torch.sigmoid follows torch.get_default_dtype(); the manifest's y is float32.
+    x = int_sample((3, 7), torch.int32)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert torch.sigmoid(x).dtype == torch.float64
+        y = ops.activation_sigmoid_fwd(x)
+    finally:
+        torch.set_default_dtype(old)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.sigmoid(x.float()), rtol=0, atol=0)
+
+
+def test_sigmoid_non_contiguous_integer_x():
+    x = int_sample((40, 64), torch.int16).t()[::3]
+    assert not x.is_contiguous()
+    y = ops.activation_sigmoid_fwd(x)
+    assert y.dtype == torch.float32 and y.is_contiguous()
+    torch.testing.assert_close(y, torch.sigmoid(x.contiguous()), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype,got", [(torch.float64, "float64"), (torch.complex64, "complex64")], ids=str)
+def test_sigmoid_unsupported_dtype_names_op_argument_and_rule(dtype, got):
+    with pytest.raises(TypeError, match=r"tileops::activation_sigmoid_fwd: 'x' must have dtype float16 \| bfloat16 "
+                                        r"\| float32 \| uint8 \| int8 \| int16 \| int32 \| int64 \| bool, "
+                                        rf"got {got}"):
+        ops.activation_sigmoid_fwd(torch.ones(2, 8, dtype=dtype))
+    with pytest.raises(TypeError, match=r"tileops::activation_sigmoid_fwd: 'x' must have dtype"):
+        ops.activation_sigmoid_fwd(torch.ones(2, 8, dtype=dtype, device="meta"))  # the Meta kernel checks too
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.bool, torch.int64, torch.bfloat16], ids=str)
+def test_sigmoid_meta_and_fake_output_dtype(dtype, counters):
+    y = ops.activation_sigmoid_fwd(torch.empty(8, 6, device="meta", dtype=dtype).t())
+    assert y.device.type == "meta" and y.shape == (6, 8) and y.dtype == promoted(dtype) and y.stride() == (8, 1)
+    with FakeTensorMode() as mode:
+        fx = mode.from_tensor(int_sample((5, 7), dtype) if dtype in INT_DTYPES else sample((5, 7), dtype))
+        fy = ops.activation_sigmoid_fwd(fx)
+        assert fy.shape == (5, 7) and fy.dtype == promoted(dtype)
+    assert counters()["kernel_builds"] == 0
+
+
+def test_sigmoid_has_no_in_place_branch():
+    assert SigmoidFwdOp.compile_op_names == ("tileops::activation_sigmoid_fwd",)
+    assert not hasattr(ops, "activation_sigmoid_fwd_writes_x")
+    with pytest.raises(TypeError, match=r"SigmoidFwdOp has no in-place branch"):
+        SigmoidFwdOp(inplace=True)
+
+
+def test_sigmoid_compiled_graph_has_float32_output_for_integer_x():
+    torch._dynamo.reset()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(n.meta["example_value"].dtype for n in gm.graph.nodes  # the fake result of our Meta kernel
+                    if n.op == "call_function" and n.target is ops.activation_sigmoid_fwd.default)
+        return gm.forward
+
+    op = SigmoidFwdOp()
+    x = int_sample((6, 33), torch.int8)
+    y = torch.compile(lambda t: op(t) * 2, fullgraph=True, dynamic=True, backend=backend)(x)
+    assert seen == [torch.float32]
+    torch.testing.assert_close(y, torch.sigmoid(x) * 2, rtol=0, atol=0)
 
 
 # ---- gated ops ------------------------------------------------------------------------------------
@@ -212,7 +307,8 @@ def test_unary_meta_shapes_are_contiguous(name):
     x = torch.empty(8, 6, device="meta", dtype=torch.bfloat16).t()
     y = op(x, *params)
     assert y.device.type == "meta" and y.shape == (6, 8) and y.dtype == torch.bfloat16 and y.is_contiguous()
-    assert op_(x, *params) is None
+    if op_ is not None:
+        assert op_(x, *params) is None
 
 
 @pytest.mark.parametrize("name", sorted(GATED))
@@ -238,7 +334,9 @@ def _opcheck_cases():
         if name == "gelu_none":
             continue
         cases.append((f"{name}", op, lambda p=params: (sample((4, 24), torch.float32), *p)))
-        cases.append((f"{name}_writes_x", op_, lambda p=params: (sample((4, 24), torch.float32), *p)))
+        if op_ is not None:
+            cases.append((f"{name}_writes_x", op_, lambda p=params: (sample((4, 24), torch.float32), *p)))
+    cases.append(("sigmoid_int32", ops.activation_sigmoid_fwd, lambda: (int_sample((4, 24), torch.int32),)))
     for name, (op, op_out, _) in GATED.items():
         cases.append((name, op, lambda: (sample((4, 24), torch.bfloat16),)))
         cases.append((f"{name}_out", op_out,

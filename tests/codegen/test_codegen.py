@@ -150,3 +150,108 @@ def test_two_buffer_outputs_are_refused():
 def test_same_class_twice_across_files():
     with pytest.raises(ManifestError, match="op class defined twice"):
         build_ops([parse_text(GOOD, "manifests/a.yaml"), parse_text(GOOD, "manifests/b.yaml")])
+
+
+# ---- dtype_combos and promote_int_to_float ---------------------------------------------------------
+
+COMBOS = """
+COp:
+  family: fam
+  ref_api: torch.c
+  status: implemented
+  signature:
+    inputs:
+      q: {dtype: float16 | bfloat16 | float32, shape: "[n]"}
+      k: {dtype: same_as(q), shape: "[n]"}
+      cache: {dtype: float16 | bfloat16 | float32, shape: "[n]"}
+    outputs:
+      y: {dtype: same_as(q), shape: same_as(q)}
+    dtype_combos:
+      - {q: float16, cache: float16}
+      - {q: float16, cache: float32}
+      - {q: float32, cache: float32}
+"""
+
+
+def test_dtype_combos_parse_in_signature_order_and_emit_one_check():
+    (op,) = build_ops([parse_text(COMBOS.replace("{q: float16, cache: float32}", "{cache: float32, q: float16}"),
+                                  "manifests/t.yaml")])
+    assert op.dtype_combos == ((("q", "float16"), ("cache", "float16")), (("q", "float16"), ("cache", "float32")),
+                               (("q", "float32"), ("cache", "float32")))
+    lines, _ = emit_cpp.emit_check_fn(op)
+    text = "\n".join(lines)
+    assert text.count("fail_dtype_combo") == 1
+    assert 'fail_dtype_combo(kOp, "q, cache", "(float16, float16), (float16, float32), (float32, float32)", ' in text
+
+
+def test_dtype_combos_with_an_optional_input_match_when_it_is_absent():
+    text = COMBOS.replace('cache: {dtype: float16 | bfloat16 | float32, shape: "[n]"}',
+                          'cache: {dtype: float16 | bfloat16 | float32, shape: "[n]", optional: true}')
+    (op,) = build_ops([parse_text(text, "manifests/t.yaml")])
+    line = next(l for l in emit_cpp.emit_check_fn(op)[0] if "fail_dtype_combo" in l)
+    assert "(q.scalar_type() == at::kHalf && (!tileops::check::present(cache) || (*cache).scalar_type() == at::kHalf))" \
+        in line
+    assert line.endswith("{q.scalar_type(), (tileops::check::present(cache) ? (*cache).scalar_type() : "
+                         "c10::ScalarType::Undefined)});")
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("{q: float16, cache: float16}", "{q: float16, cahce: float16}"),
+     "manifests/t.yaml:14: COp: dtype combo #1 names unknown input 'cahce'; inputs: q, k, cache"),
+    (("{q: float16, cache: float16}", "{q: float17, cache: float16}"),
+     "COp: dtype combo #1: unknown dtype 'float17' for input 'q'; known: float16, bfloat16, float32, float64"),
+    (("{q: float16, cache: float16}", "{q: float16, cache: int8}"),
+     "COp: dtype combo #1: cache=int8 is outside input 'cache''s dtype 'float16 | bfloat16 | float32'"),
+    (("{q: float16, cache: float16}", "{q: float16, k: float16}"),
+     "COp: dtype combo #1 names input 'k', whose dtype is 'same_as(q)'; name the input it follows instead"),
+    (("{q: float32, cache: float32}", "{q: float32}"),
+     "COp: dtype combo #3 names inputs (q) but combo #1 names (q, cache); every combo lists the same inputs"),
+    (("{q: float32, cache: float32}", "{q: float16, cache: float16}"), "COp: dtype combo #3 repeats an earlier combo"),
+    (("- {q: float32, cache: float32}", "- float32"), "COp: dtype combo #3: each dtype combo maps input names"),
+    (("    dtype_combos:\n", "    dtype_combos: {q: float16}\n"), "COp: dtype_combos is a list of {input: dtype} mappings"),
+])
+def test_bad_dtype_combos_are_refused_clearly(edit, message):
+    old, new = edit
+    assert old in COMBOS
+    text = COMBOS.replace(old, new, 1)
+    if "dtype_combos: {" in text:  # the list items would now be a syntax error: drop them
+        text = text[:text.index("dtype_combos:")] + "dtype_combos: {q: float16}\n"
+    assert message in error_of(text)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (("dtype: float16,", "dtype: float16 | int32,"), None),  # a good one: integer x promotes
+    (("promote_int_to_float(x)", "promote_int_to_float(z)"),
+     "output 'y': dtype 'promote_int_to_float(z)' names unknown input 'z'"),
+    (("x: {dtype: float16,", "x: {dtype: promote_int_to_float(x),"),
+     "input 'x': dtype 'promote_int_to_float(x)' names unknown input 'x'"),
+    (('x: {dtype: float16, shape: "[..., n]"}', 'x: {dtype: float16, shape: "[..., n]"}\n'
+      '      w: {dtype: promote_int_to_float(x), shape: "[n]"}'),
+     "input 'w': promote_int_to_float() gives an output's dtype; an input takes a union or same_as()"),
+    (('shape: "[..., n]"}', 'shape: "[..., n]", mutated: optional}'),
+     "output 'y' aliases 'x', so its dtype must be same_as(x) (or same_as the input x's dtype follows), "
+     "got 'promote_int_to_float(x)'"),
+])
+def test_promote_int_to_float_rules(edit, message):
+    text = GOOD.replace("y: {dtype: same_as(x), shape: same_as(x)}", "y: {dtype: promote_int_to_float(x), shape: same_as(x)}")
+    old, new = edit
+    assert old in text
+    text = text.replace(old, new, 1)
+    if "mutated" in text:
+        text = text.replace("shape: same_as(x)}", "shape: same_as(x), aliases: x}")
+    if message is None:
+        (op,) = build_ops([parse_text(text, "manifests/t.yaml")])
+        assert op.outputs[0].dtype.kind == "promote_int_to_float"
+        assert "tileops::check::promote_int_to_float(x.scalar_type())" in emit_cpp._dtype_expr(op, op.outputs[0])
+    else:
+        assert message in error_of(text)
+
+
+def test_aliasing_an_input_through_a_same_as_chain_is_fine():
+    # As FusedAddRMSNormFwdOp's residual_out: same_as(x), aliasing residual, whose dtype is same_as(x).
+    text = GOOD.replace('x: {dtype: float16, shape: "[..., n]"}',
+                        'x: {dtype: float16, shape: "[..., n]"}\n'
+                        '      r: {dtype: same_as(x), shape: same_as(x), mutated: optional}')
+    text = text.replace("shape: same_as(x)}\n", "shape: same_as(x), aliases: r}\n")
+    (op,) = build_ops([parse_text(text, "manifests/t.yaml")])
+    assert op.outputs[0].aliases == "r"

@@ -55,3 +55,19 @@ def test_manifest_that_disagrees_with_the_library_on_writes_fails(tmp_path):
     out = run("--manifests", *manifests)
     assert out.returncode == 1
     assert "registers tileops::norm_fused_add_rms_norm_fwd, which no implemented manifest entry generates" in out.stderr
+
+
+def test_dtype_combo_naming_an_unknown_input_or_dtype_fails_with_location(tmp_path):
+    entry = ("XOp:\n  family: x\n  ref_api: y\n  status: spec-only\n  signature:\n    inputs:\n"
+             "      q: {dtype: float16 | float32, shape: '[n]'}\n"
+             "      c: {dtype: float16 | float32, shape: '[n]'}\n"
+             "    outputs:\n      y: {dtype: same_as(q), shape: same_as(q)}\n"
+             "    dtype_combos:\n      - {q: float16, c: float16}\n      - {q: float32, %s}\n")
+    for bad, message in [("cc: float32", "bad.yaml:13: XOp: dtype combo #2 names unknown input 'cc'; inputs: q, c"),
+                         ("c: float33", "bad.yaml:13: XOp: dtype combo #2: unknown dtype 'float33' for input 'c'; "
+                                        "known: float16, bfloat16, float32")]:
+        path = tmp_path / "bad.yaml"
+        path.write_text(entry % bad)
+        out = run("--manifests", str(path), "--library", "")
+        assert out.returncode == 1
+        assert message in out.stderr, out.stderr

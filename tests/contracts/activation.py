@@ -13,10 +13,17 @@ def _make(name, last, **params):
     return make
 
 
+def _sigmoid(device):
+    # An integer x: the compiled graph's fake output must come out float32 (promote_int_to_float).
+    import tileops.activation as act
+    return act.SigmoidFwdOp(), (torch.randint(-8, 8, (4, 3, 64), device=device, dtype=torch.int32),)
+
+
 CONTRACT = {
     "ReluFwdOp": _make("ReluFwdOp", 64),
     "SiluFwdOp": _make("SiluFwdOp", 64),
     "GeluFwdOp": _make("GeluFwdOp", 64, approximate="tanh"),
+    "SigmoidFwdOp": _sigmoid,
     "SiluAndMulFwdOp": _make("SiluAndMulFwdOp", 128),
     "GeluAndMulFwdOp": _make("GeluAndMulFwdOp", 128),
     "GeluTanhAndMulFwdOp": _make("GeluTanhAndMulFwdOp", 128),

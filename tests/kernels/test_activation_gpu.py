@@ -1,6 +1,7 @@
-"""Activation family on the GPU (nvrtc target) against torch on the same device: every op, dtypes,
-shapes incl. odd sizes (vector tail), misaligned pointers (narrow accesses), non-contiguous views,
-the in-place and out branches, > 2^32-element indexing, kernel reuse, CUDA graphs and torch.compile.
+"""Activation family on the GPU (nvrtc target) against torch on the same device: every op, dtypes
+(sigmoid's integer and bool x too), shapes incl. odd sizes (vector tail), misaligned pointers
+(narrow accesses), non-contiguous views, the in-place and out branches, > 2^32-element indexing,
+kernel reuse, CUDA graphs and torch.compile.
 Skipped without a GPU (conftest)."""
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch._dynamo
 import torch.nn.functional as F
 
 import tileops
-from tileops.activation import SiluAndMulFwdOp, SiluFwdOp
+from tileops.activation import SigmoidFwdOp, SiluAndMulFwdOp, SiluFwdOp
 
 pytestmark = pytest.mark.gpu
 ops = torch.ops.tileops
@@ -16,7 +17,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 # One rounding of the same fp32 math: at most an ulp of the dtype apart from torch.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-3),
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
-from support.activation_cases import GATED, UNARY, gated_ref  # noqa: E402
+from support.activation_cases import GATED, IN_PLACE, INT_DTYPES, UNARY, gated_ref, int_sample, promoted  # noqa: E402
 
 
 def sample(shape, dtype, offset=0):
@@ -40,13 +41,80 @@ def test_unary_matches_torch(name, dtype, shape, offset):
     torch.testing.assert_close(y, ref(x), **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", INT_DTYPES + DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7,), (4097,), (3, 5, 7), (333, 1000), (2048, 4096)], ids=str)
+@pytest.mark.parametrize("offset", [0, 1, 4], ids=["aligned", "misaligned", "offset4"])
+def test_sigmoid_every_dtype_matches_torch(dtype, shape, offset):
+    # Integer/bool x: loads of x's width and 16-byte float32 stores (int8: 1 load, 4 stores a step);
+    # offsets 1 and 4 elements narrow the step.
+    x = int_sample(shape, dtype, "cuda", offset) if dtype in INT_DTYPES else sample(shape, dtype, offset)
+    y = ops.activation_sigmoid_fwd(x)
+    expected = torch.sigmoid(x)
+    assert y.dtype == promoted(dtype) == expected.dtype and y.shape == x.shape and y.is_contiguous()
+    torch.testing.assert_close(y, expected, **TOL[y.dtype])
+    torch.testing.assert_close(y, ops.activation_sigmoid_fwd(x, target="reference"), **TOL[y.dtype])
+
+
+def test_sigmoid_integer_extremes_and_non_contiguous():
+    for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        info = torch.iinfo(dtype)
+        x = torch.tensor([info.min, 0, 1, info.max] * 9, dtype=dtype, device="cuda")
+        y = ops.activation_sigmoid_fwd(x)
+        torch.testing.assert_close(y, torch.sigmoid(x), **TOL[torch.float32])
+        assert bool((y[1::4] == 0.5).all()) and bool((y[3::4] == 1.0).all())  # exp(-max) underflows: exactly 1
+    x = int_sample((130, 257), torch.int32, "cuda").t()[:, 1:129]  # non-contiguous, misaligned start
+    torch.testing.assert_close(ops.activation_sigmoid_fwd(x), torch.sigmoid(x), **TOL[torch.float32])
+
+
+def test_sigmoid_kernels_are_keyed_by_both_dtypes(counters):
+    tileops.clear_kernel_caches()
+    ops.activation_sigmoid_fwd(int_sample((16, 1024), torch.int32, "cuda"))
+    ops.activation_sigmoid_fwd(int_sample((99, 512), torch.int32, "cuda"))      # other size: same kernel
+    assert counters()["kernel_builds"] == 1 and counters()["kernel_hits"] == 1
+    ops.activation_sigmoid_fwd(int_sample((16, 1024), torch.int16, "cuda"))    # other x dtype
+    ops.activation_sigmoid_fwd(sample((16, 1024), torch.float32))              # float32 -> float32
+    ops.activation_sigmoid_fwd(int_sample((16, 1024), torch.int32, "cuda", 1))  # narrow steps
+    assert counters()["kernel_builds"] == 4
+
+
+def test_sigmoid_uint8_beyond_2_pow_31_elements():
+    n = 2 ** 31 + 37  # int64 indexing with 16-element steps and the tail
+    if torch.cuda.mem_get_info()[0] < n * 6 + (1 << 30):
+        pytest.skip("needs ~14 GB of free GPU memory")
+    x = torch.zeros(n, device="cuda", dtype=torch.uint8)
+    x[-(1 << 20):] = int_sample((1 << 20,), torch.uint8, "cuda")
+    y = ops.activation_sigmoid_fwd(x)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y[-(1 << 20):], torch.sigmoid(x[-(1 << 20):]), **TOL[torch.float32])
+    assert bool((y[: 1 << 20] == 0.5).all())
+    del x, y
+
+
+def test_sigmoid_cuda_graph_and_compile_with_integer_x():
+    x = int_sample((64, 4096), torch.int32, "cuda")
+    op = SigmoidFwdOp()
+    op(x)  # warm-up builds
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = op(x)
+    x.copy_(int_sample((64, 4096), torch.int32, "cuda", seed=3))
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, torch.sigmoid(x), **TOL[torch.float32])
+    torch._dynamo.reset()
+    out = torch.compile(lambda t: op(t) + 1, fullgraph=True)(x)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.sigmoid(x) + 1, **TOL[torch.float32])
+
+
 def test_relu_nan_and_signed_zero():
     x = torch.tensor([float("nan"), -0.0, -1.0, 3.0, float("inf"), float("-inf")] * 5, device="cuda")
     torch.testing.assert_close(ops.activation_relu_fwd(x), torch.relu(x), equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", IN_PLACE)
 def test_in_place_contiguous_and_non_contiguous(name, dtype):
     _, op_, params, ref = UNARY[name]
     x = sample((257, 130), dtype)

@@ -1,8 +1,10 @@
 // Every specialisation of the activation kernels (unary and gated; 4 activations; 3 dtypes; every
-// access width) compiles with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and the access
-// width follows the pointers' alignment and the gated row width.
+// access width; sigmoid from each of its 9 x dtypes) compiles with NVRTC to CUBIN for sm_80 and
+// sm_90a (no GPU needed), and the access width follows the pointers' alignment, the gated row width
+// and, for integer x, both element sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -48,7 +50,67 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("sm_80", "sm_90a")),
     ParamName);
 
+// SigmoidFwdOp: x of every dtype its manifest takes, y = promote_int_to_float(x): the unary kernel with
+// different load and store types (int32 -> float32 among them), at the widest step and at one element.
+class SigmoidCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, const char*>> {};
+
+TEST_P(SigmoidCompiles, IntegerToFloatToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [x_dtype, arch] = GetParam();
+  const c10::ScalarType y_dtype = c10::isFloatingType(x_dtype) ? x_dtype : c10::kFloat;
+  const int ei = static_cast<int>(c10::elementSize(x_dtype)), eo = static_cast<int>(c10::elementSize(y_dtype));
+  for (int vec : {std::max(16 / ei, 16 / eo), 1}) {
+    const ActivationPlan p{x_dtype, Act::Sigmoid, false, vec,
+                           y_dtype == x_dtype ? c10::ScalarType::Undefined : y_dtype};
+    const auto src = tileops::nvrtc::activation_source(p, arch);
+    const auto cubin = tileops::jit::compile_to_cubin(src);
+    ASSERT_GT(cubin.image.size(), 4u) << src.name;
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << src.name;
+    EXPECT_NE(cubin.lowered_name.find("unary_fwd"), std::string::npos) << src.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDtypes, SigmoidCompiles,
+                         ::testing::Combine(::testing::Values(c10::kInt, c10::kByte, c10::kChar, c10::kShort, c10::kLong,
+                                                              c10::kBool, c10::kHalf, c10::kBFloat16, c10::kFloat),
+                                            ::testing::Values("sm_80", "sm_90a")),
+                         [](const auto& info) {
+                           return std::string(c10::toString(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+                         });
+
+TEST(SigmoidPlan, Int32ToFloat32IsItsOwnNamedSpecialisation) {
+  const ActivationPlan p{c10::kInt, Act::Sigmoid, false, 4, c10::kFloat};
+  EXPECT_EQ(tileops::nvrtc::activation_name(p, "sm_90a"), "unary_fwd__sigmoid__i32_f32__v4__sm_90a");
+  const auto src = tileops::nvrtc::activation_source(p, "sm_90a");
+  EXPECT_NE(src.name_expression.find("tileops::unary_fwd<int, float, 4, 4, 4>"), std::string::npos)
+      << src.name_expression;
+  // Same-dtype ops keep their names and template arguments (x and y types equal).
+  const ActivationPlan silu{c10::kBFloat16, Act::Silu, false, 8};
+  EXPECT_EQ(tileops::nvrtc::activation_name(silu, "sm_90a"), "unary_fwd__silu__bf16__v8__sm_90a");
+  EXPECT_NE(tileops::nvrtc::activation_source(silu, "sm_90a").name_expression.find(
+                "tileops::unary_fwd<tileops::bf16, tileops::bf16, 1, 8, 4>"),
+            std::string::npos);
+}
+
 const void* at_offset(uintptr_t bytes) { return reinterpret_cast<const void*>(bytes); }
+
+TEST(SigmoidPlan, StepMovesSixteenBytesOnBothSides) {
+  using tileops::nvrtc::unary_vec;
+  // Same dtype: exactly activation_vec.
+  EXPECT_EQ(unary_vec(c10::kBFloat16, c10::kBFloat16, at_offset(4096), at_offset(8192)), 8);
+  EXPECT_EQ(unary_vec(c10::kHalf, c10::kHalf, at_offset(4096 + 8), at_offset(8192)), 4);
+  // int32 -> float32: 4 a step, one 16-byte load and store.
+  EXPECT_EQ(unary_vec(c10::kInt, c10::kFloat, at_offset(4096), at_offset(8192)), 4);
+  // uint8 -> float32: 16 a step (one 16-byte load, four 16-byte stores).
+  EXPECT_EQ(unary_vec(c10::kByte, c10::kFloat, at_offset(4096), at_offset(8192)), 16);
+  EXPECT_EQ(unary_vec(c10::kBool, c10::kFloat, at_offset(4096 + 4), at_offset(8192)), 4);  // x 4-byte aligned
+  EXPECT_EQ(unary_vec(c10::kChar, c10::kFloat, at_offset(4096 + 1), at_offset(8192)), 1);  // x one byte off
+  // int64 -> float32: 4 a step (two 16-byte loads, one 16-byte store); x 8-byte aligned: one element.
+  EXPECT_EQ(unary_vec(c10::kLong, c10::kFloat, at_offset(4096), at_offset(8192)), 4);
+  EXPECT_EQ(unary_vec(c10::kLong, c10::kFloat, at_offset(4096 + 8), at_offset(8192)), 1);
+  // int16 -> float32 with y only 8-byte aligned (an out buffer could be): stores of 2 floats.
+  EXPECT_EQ(unary_vec(c10::kShort, c10::kFloat, at_offset(4096), at_offset(8192 + 8)), 2);
+}
 
 TEST(ActivationPlan, AccessWidthFollowsAlignment) {
   EXPECT_EQ(activation_vec(c10::kBFloat16, 0, {at_offset(4096), at_offset(8192)}), 8);

@@ -1,6 +1,6 @@
-"""Position family on the GPU (nvrtc target): RoPE (both styles) against independent float64
-formulas and the reference target, access-width paths, write-back, out-of-range tokens, CUDA graph
-replay; the sinusoidal table and ALiBi slopes against their formulas; the composite. Skipped without
+"""Position family on the GPU (nvrtc target): RoPE (both styles, every allowed cache dtype) against
+independent float64 formulas and the reference target, access-width paths, write-back, out-of-range
+tokens, CUDA graph replay; the sinusoidal table and ALiBi slopes against their formulas; the composite. Skipped without
 a GPU (conftest)."""
 import math
 
@@ -9,7 +9,7 @@ import torch
 import torch._dynamo
 
 import tileops
-from position.rope_formulas import assert_rope_close, make_cache, rope_ref
+from position.rope_formulas import CACHE_COMBOS, REFUSED_COMBOS, assert_rope_close, make_cache, rope_ref
 from tileops.position import QKNormRopeFwdOp, RopeNeoxFwdOp
 
 pytestmark = pytest.mark.gpu
@@ -67,6 +67,58 @@ def test_misaligned_and_non_contiguous(neox, dtype, counters):
     assert_rope_close(q, q_ref)
     assert_rope_close(k, k_ref)
     assert torch.equal(k_pad[..., 128:], torch.zeros(64, 4, 8, device="cuda", dtype=dtype))
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype,cache_dtype", CACHE_COMBOS, ids=str)
+@pytest.mark.parametrize("t,hq,hk,d,rot", [(1000, 32, 8, 128, 128), (37, 16, 2, 80, 32), (5, 3, 1, 65, 64),
+                                           (300, 1, 1, 64, 2), (4, 1, 1, 512, 512)])
+def test_cache_dtypes_match_formula_and_reference(neox, dtype, cache_dtype, t, hq, hk, d, rot):
+    positions, q, k, _ = inputs(t, hq, hk, d, rot, dtype)
+    cache = make_cache(4096, rot, dtype=cache_dtype).cuda()  # the formula uses these rounded values
+    q_ref, k_ref = rope_ref(positions, q, cache, neox), rope_ref(positions, k, cache, neox)
+    q_r, k_r = q.clone(), k.clone()
+    OPS[neox](positions, q, k, cache)
+    OPS[neox](positions, q_r, k_r, cache, target="reference")
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+    tol = torch.finfo(dtype).eps * 2
+    torch.testing.assert_close(q, q_r, rtol=tol, atol=tol)
+    torch.testing.assert_close(k, k_r, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("cache_offset", [1, 2, 4], ids=lambda o: f"cache+{o}")
+def test_misaligned_half_cache_narrows_the_access(neox, dtype, cache_offset):
+    # A q-dtype cache 2, 4 or 8 bytes off a 16-byte boundary: cache loads (and so the step) narrow.
+    positions, q, k, _ = inputs(64, 8, 4, 128, 128, dtype)
+    cache = make_cache(4096, 128, dtype=dtype).cuda()
+    q_ref, k_ref = rope_ref(positions, q, cache, neox), rope_ref(positions, k, cache, neox)
+    off = torch.empty(cache.numel() + cache_offset, device="cuda", dtype=dtype)[cache_offset:].view_as(cache)
+    off.copy_(cache)
+    OPS[neox](positions, q, k, off)
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+
+
+def test_cache_dtype_is_part_of_the_build_identity(counters):
+    tileops.clear_kernel_caches()
+    positions, q, k, cache = inputs(16, 8, 2, 128, 128, torch.bfloat16)
+    OPS[True](positions, q, k, cache)
+    OPS[True](positions, q, k, cache.bfloat16())
+    OPS[True](positions, q, k, cache.bfloat16())
+    c = counters()
+    assert c["kernel_builds"] == 2 and c["kernel_hits"] == 1
+
+
+@pytest.mark.parametrize("dtype,cache_dtype", REFUSED_COMBOS, ids=str)
+def test_refused_cache_dtype_on_the_gpu(dtype, cache_dtype, counters):
+    positions, q, k, _ = inputs(4, 2, 2, 64, 64, dtype)
+    q0 = q.clone()
+    with pytest.raises(TypeError, match=r"must be one of the combinations"):
+        OPS[True](positions, q, k, make_cache(4096, 64, dtype=cache_dtype).cuda())
+    assert torch.equal(q, q0) and counters()["kernel_builds"] == 0
 
 
 def test_out_of_range_tokens_are_left_unchanged_on_the_gpu():
@@ -153,9 +205,11 @@ def test_alibi_matches_formula(num_heads):
     torch.testing.assert_close(s.cpu(), torch.tensor(ref, dtype=torch.float64).float(), rtol=5e-7, atol=0)  # exp2f: <= 2 ulp
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-def test_qk_norm_rope_composite_on_gpu(dtype):
+@pytest.mark.parametrize("dtype,cache_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.float32),
+                                               (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16)], ids=str)
+def test_qk_norm_rope_composite_on_gpu(dtype, cache_dtype):
     positions, q, k, cache = inputs(256, 16, 4, 128, 128, dtype)
+    cache = cache.to(cache_dtype)
     qw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
     kw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
     qn, kn = (torch.ops.tileops.norm_rms_norm_fwd(x, w, [128], 1e-6) for x, w in ((q, qw), (k, kw)))

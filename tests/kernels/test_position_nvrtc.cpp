@@ -1,9 +1,11 @@
-// The position kernels (RoPE neox / GPT-J, sinusoidal table) compile with NVRTC to CUBIN for sm_80
-// and sm_90a (no GPU needed), and the planners pick the access widths the layout allows.
+// The position kernels (RoPE neox / GPT-J with a float32 or a q-dtype cache, sinusoidal table)
+// compile with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and the planners pick the access
+// widths the layout allows.
 #include <gtest/gtest.h>
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/position_rope_fwd.h"
 #include "targets/nvrtc/position_sinusoidal_fwd.h"
 
@@ -24,6 +26,7 @@ struct RopeCase {
   int64_t head_dim, rot_dim;
   bool neox;
   int max_vec;
+  c10::ScalarType cache_dtype = c10::kFloat;
 };
 
 class RopeCompiles : public ::testing::TestWithParam<std::tuple<RopeCase, const char*>> {};
@@ -31,8 +34,17 @@ class RopeCompiles : public ::testing::TestWithParam<std::tuple<RopeCase, const 
 TEST_P(RopeCompiles, ToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const auto& [c, arch] = GetParam();
-  expect_cubin(tileops::nvrtc::rope_source(plan_rope(c.dtype, c.head_dim, c.rot_dim, c.neox, c.max_vec), arch), arch,
-               "rope_fwd");
+  expect_cubin(
+      tileops::nvrtc::rope_source(plan_rope(c.dtype, c.head_dim, c.rot_dim, c.neox, c.max_vec, c.cache_dtype), arch),
+      arch, "rope_fwd");
+}
+
+// Readable names; gtest's default prints the struct's bytes, padding included (not reproducible).
+std::string RopeCaseName(const ::testing::TestParamInfo<RopeCompiles::ParamType>& info) {
+  const RopeCase& c = std::get<0>(info.param);
+  return std::string(tileops::nvrtc::short_type_name(c.dtype)) + "_d" + std::to_string(c.head_dim) + "_r" +
+         std::to_string(c.rot_dim) + (c.neox ? "_neox" : "_gptj") + "_max" + std::to_string(c.max_vec) + "_c" +
+         tileops::nvrtc::short_type_name(c.cache_dtype) + "_" + std::get<1>(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -43,8 +55,14 @@ INSTANTIATE_TEST_SUITE_P(
                                          RopeCase{c10::kHalf, 80, 32, true, 16},         // rot < head_dim, vec 8
                                          RopeCase{c10::kBFloat16, 65, 2, false, 16},     // odd head_dim: scalar
                                          RopeCase{c10::kFloat, 128, 128, true, 1},       // misaligned pointers
-                                         RopeCase{c10::kHalf, 512, 512, true, 16}),      // lanes loop
-                       ::testing::Values("sm_80", "sm_90a")));
+                                         RopeCase{c10::kHalf, 512, 512, true, 16},       // lanes loop
+                                         // The cache in q's dtype (dtype_combos): one 16-byte cos load
+                                         RopeCase{c10::kBFloat16, 128, 128, true, 16, c10::kBFloat16},
+                                         RopeCase{c10::kBFloat16, 128, 64, false, 16, c10::kBFloat16},
+                                         RopeCase{c10::kHalf, 128, 128, false, 16, c10::kHalf},
+                                         RopeCase{c10::kBFloat16, 65, 2, true, 16, c10::kBFloat16}),
+                       ::testing::Values("sm_80", "sm_90a")),
+    RopeCaseName);
 
 TEST(RopePlan, WidestAccessTheLayoutAndPointersAllow) {
   EXPECT_EQ(plan_rope(c10::kBFloat16, 128, 128, true, 8).vec, 8);
@@ -70,8 +88,15 @@ TEST(RopePlan, LaunchShapeCoversHeadsThenTokens) {
 TEST(RopePlan, NameCarriesTheIdentity) {
   const auto a = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, true, 8), "sm_90a");
   const auto b = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, false, 8), "sm_90a");
-  EXPECT_EQ(a, "rope_neox_fwd__bf16__d128_r128_v8__sm_90a");
+  EXPECT_EQ(a, "rope_neox_fwd__bf16__cf32__d128_r128_v8__sm_90a");
   EXPECT_NE(a, b);
+  // The cache's dtype is part of the identity: a bf16 cache is another specialisation.
+  const auto p = plan_rope(c10::kBFloat16, 128, 128, true, 8, c10::kBFloat16);
+  EXPECT_EQ(p.vec, 8);
+  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_fwd__bf16__cbf16__d128_r128_v8__sm_90a");
+  EXPECT_NE(tileops::nvrtc::rope_source(p, "sm_90a").name_expression.find(
+                "tileops::rope_fwd<tileops::bf16, tileops::bf16, 128, 128, 8, true>"),
+            std::string::npos);
 }
 
 class SinusoidalCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, const char*>> {};

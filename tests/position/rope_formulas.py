@@ -3,11 +3,12 @@ Meta LLaMA's complex multiplication for GPT-J, neither sharing code with the C++
 import torch
 
 
-def make_cache(max_pos, rot_dim, base=10000.0):
-    """vLLM's cos_sin_cache: [max_pos, rot_dim], cos in the first half, sin in the second."""
+def make_cache(max_pos, rot_dim, base=10000.0, dtype=torch.float32):
+    """vLLM's cos_sin_cache: [max_pos, rot_dim], cos in the first half, sin in the second; computed
+    in float64 and rounded once to `dtype` (rope_ref then uses exactly those rounded values)."""
     inv_freq = 1.0 / base ** (torch.arange(0, rot_dim, 2, dtype=torch.float64) / rot_dim)
     angle = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq
-    return torch.cat([angle.cos(), angle.sin()], -1).float()
+    return torch.cat([angle.cos(), angle.sin()], -1).to(dtype)
 
 
 def rope_ref(positions, x, cache, neox):
@@ -28,6 +29,13 @@ def rope_ref(positions, x, cache, neox):
 
 
 TOL = {torch.float32: 2e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+# The (q, cos_sin_cache) dtype pairs the RoPE entries' dtype_combos allow, and some they refuse.
+CACHE_COMBOS = [(torch.float16, torch.float16), (torch.float16, torch.float32), (torch.bfloat16, torch.bfloat16),
+                (torch.bfloat16, torch.float32), (torch.float32, torch.float32)]
+REFUSED_COMBOS = [(torch.float16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float32, torch.float16),
+                  (torch.float32, torch.bfloat16)]
+COMBOS_TEXT = (r"\(float16, float16\), \(float16, float32\), \(bfloat16, bfloat16\), \(bfloat16, float32\), "
+               r"\(float32, float32\)")
 
 
 def assert_rope_close(got, ref):

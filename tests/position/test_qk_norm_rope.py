@@ -1,12 +1,15 @@
 """QKNormRopeFwdOp, the first composite op: eager result equals the composition (per-head RMSNorm,
 then Neox RoPE, written into q and k); tracing decomposes it into the sub-ops' operators and never
 keeps its own; checks come from its manifest entry."""
+import glob
+import os
+
 import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.backends.common import aot_autograd
 
-from position.rope_formulas import assert_rope_close, make_cache, rope_ref
+from position.rope_formulas import COMBOS_TEXT, assert_rope_close, make_cache, rope_ref
 from tileops.position import QKNormRopeFwdOp
 
 OP = torch.ops.tileops.position_qk_norm_rope_fwd_writes_k_writes_q
@@ -14,11 +17,11 @@ RMS = torch.ops.tileops.norm_rms_norm_fwd
 ROPE = torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q
 
 
-def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32):
+def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32, cache_dtype=torch.float32):
     g = torch.Generator().manual_seed(1)
     return (torch.randint(0, max_pos, (t,), generator=g), torch.randn(t, hq, d, generator=g).to(dtype) * 3,
             torch.randn(t, hk, d, generator=g).to(dtype) * 3, torch.rand(d, generator=g).to(dtype) + 0.5,
-            torch.rand(d, generator=g).to(dtype) + 0.5, make_cache(max_pos, rot))
+            torch.rand(d, generator=g).to(dtype) + 0.5, make_cache(max_pos, rot, dtype=cache_dtype))
 
 
 def composition_ref(positions, q, k, qw, kw, cache, eps=None):
@@ -28,10 +31,11 @@ def composition_ref(positions, q, k, qw, kw, cache, eps=None):
     return rope_ref(positions, qn, cache, True), rope_ref(positions, kn, cache, True)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dtype,cache_dtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
+                                               (torch.bfloat16, torch.bfloat16)], ids=str)
 @pytest.mark.parametrize("rot,eps", [(64, None), (32, 1e-6)])
-def test_eager_equals_the_composition(dtype, rot, eps):
-    positions, q, k, qw, kw, cache = inputs(dtype=dtype, rot=rot)
+def test_eager_equals_the_composition(dtype, cache_dtype, rot, eps):
+    positions, q, k, qw, kw, cache = inputs(dtype=dtype, rot=rot, cache_dtype=cache_dtype)
     q_ref, k_ref = composition_ref(positions, q, k, qw, kw, cache, eps)
     # Bit-for-bit what calling the two sub-ops by hand gives.
     qn, kn = RMS(q, qw, [64], eps), RMS(k, kw, [64], eps)
@@ -97,8 +101,25 @@ def test_checks_name_the_composite():
         OP(positions, q, k, qw, kw[:10], make_cache(8, 64))
     with pytest.raises(TypeError, match=r"'q_weight' must have the dtype of 'q'"):
         OP(positions, q, k, qw.half(), kw, make_cache(8, 64))
+    # Its own dtype_combos, the same as RopeNeoxFwdOp's: refused before any sub-op runs.
+    with pytest.raises(TypeError, match=r"tileops::position_qk_norm_rope_fwd_writes_k_writes_q: the dtypes of "
+                                        rf"\(q, cos_sin_cache\) must be one of the combinations {COMBOS_TEXT} "
+                                        r"\(dtype_combos\), got \(float32, bfloat16\)"):
+        OP(positions, q, k, qw, kw, make_cache(8, 64, dtype=torch.bfloat16))
 
 
 def test_no_boundary_of_its_own():
     assert QKNormRopeFwdOp.compile_op_names == ()
     assert "target" not in str(OP.default._schema)
+
+
+def test_composite_and_rope_entries_agree_on_the_cache():
+    # The composite passes cos_sin_cache to RopeNeoxFwdOp unchanged: its manifest must accept exactly
+    # the dtypes (and pairs with q) that RoPE accepts, or a call would pass one check and fail the other.
+    from codegen.__main__ import load_ops
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ops = {o.cls: o for o in load_ops(sorted(glob.glob(os.path.join(root, "manifests", "*.yaml"))), root)}
+    composite, rope = ops["QKNormRopeFwdOp"], ops["RopeNeoxFwdOp"]
+    for name in ("q", "cos_sin_cache"):
+        assert composite.input(name).dtype == rope.input(name).dtype, name
+    assert composite.dtype_combos == rope.dtype_combos and len(rope.dtype_combos) == 5

@@ -6,7 +6,7 @@ import torch
 import torch._dynamo
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from position.rope_formulas import assert_rope_close, make_cache, rope_ref
+from position.rope_formulas import CACHE_COMBOS, COMBOS_TEXT, REFUSED_COMBOS, assert_rope_close, make_cache, rope_ref
 from tileops.position import RopeNeoxFwdOp, RopeNonNeoxFwdOp
 
 OPS = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
@@ -37,6 +37,34 @@ def test_matches_formula(neox, dtype, t, hq, hk, d, rot):
     assert_rope_close(k, k_ref)
     # Dims past rot_dim are untouched, bit for bit.
     assert torch.equal(q[..., rot:], q0[..., rot:]) and torch.equal(k[..., rot:], k0[..., rot:])
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype,cache_dtype", CACHE_COMBOS, ids=str)
+@pytest.mark.parametrize("t,hq,hk,d,rot", [(7, 4, 2, 64, 64), (5, 3, 1, 80, 32)])
+def test_cache_dtypes_match_formula_with_the_rounded_cache(neox, dtype, cache_dtype, t, hq, hk, d, rot):
+    positions, q, k, _ = inputs(t, hq, hk, d, rot, dtype)
+    cache = make_cache(64, rot, dtype=cache_dtype)  # rope_ref widens exactly these rounded values
+    q_ref, k_ref = rope_ref(positions, q, cache, neox), rope_ref(positions, k, cache, neox)
+    OPS[neox](positions, q, k, cache)
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype,cache_dtype", REFUSED_COMBOS, ids=str)
+def test_refused_cache_dtype_lists_the_allowed_combinations(neox, dtype, cache_dtype):
+    positions, q, k, _ = inputs(4, 2, 2, 32, 32, dtype)
+    cache = make_cache(64, 32, dtype=cache_dtype)
+    q0 = q.clone()
+    name = "position_rope_neox_fwd_writes_k_writes_q" if neox else "position_rope_non_neox_fwd_writes_k_writes_q"
+    message = (rf"tileops::{name}: the dtypes of \(q, cos_sin_cache\) must be one of the combinations "
+               rf"{COMBOS_TEXT} \(dtype_combos\), got \({str(dtype)[6:]}, {str(cache_dtype)[6:]}\)")
+    with pytest.raises(TypeError, match=message):
+        OPS[neox](positions, q, k, cache)
+    assert torch.equal(q, q0)
+    with FakeTensorMode() as mode, pytest.raises(TypeError, match=message):  # the Meta kernel refuses it too
+        OPS[neox](*(mode.from_tensor(x) for x in (positions, q, k, cache)))
 
 
 def test_styles_differ_and_position_zero_is_identity():
@@ -108,7 +136,10 @@ PREFIX = r"tileops::position_rope_non_neox_fwd_writes_k_writes_q: "
     (lambda a: a.update(q=a["q"].double(), k=a["k"].double()), TypeError,
      r"'q' must have dtype float16 \| bfloat16 \| float32, got float64"),
     (lambda a: a.update(positions=a["positions"].int()), TypeError, r"'positions' must have dtype int64, got int32"),
-    (lambda a: a.update(cache=a["cache"].half()), TypeError, r"'cos_sin_cache' must have dtype float32, got float16"),
+    (lambda a: a.update(cache=a["cache"].double()), TypeError,
+     r"'cos_sin_cache' must have dtype float16 \| bfloat16 \| float32, got float64"),
+    (lambda a: a.update(cache=a["cache"].half()), TypeError,
+     r"the dtypes of \(q, cos_sin_cache\) must be one of the combinations .* \(dtype_combos\), got \(float32, float16\)"),
     (lambda a: a.update(q=a["q"].flatten(1)), RuntimeError, r"'q' must have shape \[t, hq, head_dim\]"),
     (lambda a: a.update(k=a["k"][:3]), RuntimeError, r"'k' must have shape \[t, hk, head_dim\] .*\(t=4\), got \[3, 2, 32\]"),
     (lambda a: a.update(k=torch.randn(4, 2, 16)), RuntimeError, r"'k' must have shape \[t, hk, head_dim\] .*head_dim=32"),
@@ -126,9 +157,13 @@ def test_bad_input_names_op_argument_and_rule(edit, exc, message):
 def test_meta_and_fake_build_nothing(neox, counters):
     OPS[neox](torch.empty(5, dtype=torch.long, device="meta"), torch.empty(5, 4, 64, device="meta"),
               torch.empty(5, 2, 64, device="meta"), torch.empty(32, 64, device="meta"))
+    bf16 = dict(device="meta", dtype=torch.bfloat16)  # a cache in q's dtype
+    OPS[neox](torch.empty(5, dtype=torch.long, device="meta"), torch.empty(5, 4, 64, **bf16),
+              torch.empty(5, 2, 64, **bf16), torch.empty(32, 64, **bf16))
     with FakeTensorMode() as mode:
         positions, q, k, cache = (mode.from_tensor(t) for t in inputs(5, 4, 2, 64, 32))
         OPS[neox](positions, q, k, cache)
+        OPS[neox](positions, q.half(), k.half(), cache.half())
         with pytest.raises(ValueError, match=r"rot_dim <= head_dim"):
             OPS[neox](positions, q, k, mode.from_tensor(make_cache(8, 128)))
     assert counters()["kernel_builds"] == 0
@@ -138,6 +173,9 @@ def test_meta_and_fake_build_nothing(neox, counters):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_opcheck(neox, dtype):
     torch.library.opcheck(OPS[neox].default, inputs(6, 4, 2, 64, 32, dtype))
+    if dtype != torch.float32:
+        positions, q, k, _ = inputs(6, 4, 2, 64, 32, dtype)
+        torch.library.opcheck(OPS[neox].default, (positions, q, k, make_cache(64, 32, dtype=dtype)))
 
 
 @pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)

@@ -14,6 +14,13 @@ __device__ __forceinline__ float to_float(f16 v) {
   return f;
 }
 __device__ __forceinline__ float to_float(bf16 v) { return __uint_as_float(static_cast<unsigned>(v.bits) << 16); }
+// Integer and bool storage (inputs only): round to nearest, as torch's int -> float32 casts.
+__device__ __forceinline__ float to_float(bool v) { return v ? 1.f : 0.f; }
+__device__ __forceinline__ float to_float(unsigned char v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(signed char v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(short v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(int v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(long long v) { return static_cast<float>(v); }
 
 template <typename T> __device__ __forceinline__ T from_float(float f);
 template <> __device__ __forceinline__ float from_float<float>(float f) { return f; }

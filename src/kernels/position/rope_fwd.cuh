@@ -1,5 +1,6 @@
 // Rotary embedding in place on q [t, hq, HEAD_DIM] and k [t, hk, HEAD_DIM] (vLLM semantics; see
-// manifests/position.yaml). cos_sin_cache row p: cos in columns [0, ROT/2), sin in [ROT/2, ROT).
+// manifests/position.yaml). cos_sin_cache row p: cos in columns [0, ROT/2), sin in [ROT/2, ROT);
+// its element type C is float or T (dtype_combos), widened to float: the math is fp32 either way.
 //
 // Layout: a "unit" is VEC rotation pairs of one head. Neox: elements [u*VEC, +VEC) pair with
 // [ROT/2 + u*VEC, +VEC); GPT-J: the 2*VEC elements from 2*u*VEC hold VEC interleaved pairs. Either
@@ -7,7 +8,7 @@
 // of a row), `slots` head slots, `tpb` tokens; a thread loads cos/sin for its unit once and rotates
 // that unit in every head of its token (q heads, then k heads). Dims past ROT are never touched.
 // Host side (src/targets/nvrtc/position_rope_fwd.cpp) needs (ROT/2) % VEC == 0, HEAD_DIM % VEC == 0,
-// q/k aligned to VEC elements and the cache to min(VEC, 4) floats.
+// q/k aligned to VEC elements and the cache to min(VEC, 16 / sizeof(C)) elements.
 #pragma once
 #include "common/dtypes.cuh"
 
@@ -19,16 +20,16 @@ struct RopeShape {
   static constexpr int kLanes = kUnits < 128 ? kUnits : 128;
 };
 
-template <typename T, int HEAD_DIM, int ROT, int VEC, bool NEOX>
+template <typename T, typename C, int HEAD_DIM, int ROT, int VEC, bool NEOX>
 __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict__ q, T* __restrict__ k,
-                         const float* __restrict__ cache, long long tokens, int hq, int hk, long long max_pos,
+                         const C* __restrict__ cache, long long tokens, int hq, int hk, long long max_pos,
                          int slots, int tpb) {
   using V = Vec<T, VEC>;
   constexpr int kHalf = ROT / 2;
   constexpr int kUnits = RopeShape<ROT, VEC>::kUnits;
   constexpr int kLanes = RopeShape<ROT, VEC>::kLanes;
-  constexpr int kCV = VEC < 4 ? VEC : 4;  // cos/sin loads: at most 16 bytes each
-  using CV = Vec<float, kCV>;
+  constexpr int kCV = VEC * sizeof(C) <= 16 ? VEC : 16 / static_cast<int>(sizeof(C));  // <= 16-byte loads
+  using CV = Vec<C, kCV>;
 
   const int lane = threadIdx.x % kLanes;
   const int slot = (threadIdx.x / kLanes) % slots;
@@ -36,7 +37,7 @@ __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict_
   if (token >= tokens) return;
   const long long pos = positions[token];
   if (pos < 0 || pos >= max_pos) return;  // documented: out-of-range tokens stay unchanged
-  const float* cs = cache + pos * ROT;
+  const C* cs = cache + pos * ROT;
   const int heads = hq + hk;
 
   for (int u = lane; u < kUnits; u += kLanes) {
@@ -46,7 +47,7 @@ __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict_
       const CV cv = *reinterpret_cast<const CV*>(cs + u * VEC + j);
       const CV sv = *reinterpret_cast<const CV*>(cs + kHalf + u * VEC + j);
 #pragma unroll
-      for (int i = 0; i < kCV; ++i) { c[j + i] = cv.v[i]; s[j + i] = sv.v[i]; }
+      for (int i = 0; i < kCV; ++i) { c[j + i] = to_float(cv.v[i]); s[j + i] = to_float(sv.v[i]); }
     }
     const int off_a = NEOX ? u * VEC : 2 * u * VEC;
     const int off_b = NEOX ? kHalf + u * VEC : 2 * u * VEC + VEC;

@@ -1,7 +1,8 @@
 // The activation family (manifests/activation.yaml) on the nvrtc target: ReluFwdOp, SiluFwdOp,
-// GeluFwdOp (both branches: the kernel does not care whether y is x) and the gated
-// SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (both branches: y is a fresh tensor or the
-// caller's contiguous out). Identity: (dtype, activation, access width); sizes are kernel arguments.
+// GeluFwdOp (both branches: the kernel does not care whether y is x), SigmoidFwdOp (y float32 for
+// integer/bool x) and the gated SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (both
+// branches: y is a fresh tensor or the caller's contiguous out). Identity: (x dtype, activation,
+// access width, y dtype); sizes are kernel arguments.
 #include "targets/nvrtc/activation_fwd.h"
 
 #include <ATen/core/Tensor.h>
@@ -23,6 +24,7 @@ namespace gelu = tileops::ops::activation_gelu_fwd;
 namespace swiglu = tileops::ops::activation_silu_and_mul_fwd;
 static_assert(relu::x == 0 && relu::y == 0 && swiglu::x == 0 && swiglu::y == 0);
 static_assert(tileops::ops::activation_gelu_tanh_and_mul_fwd::y == 0 && tileops::ops::activation_silu_fwd::y == 0);
+static_assert(tileops::ops::activation_sigmoid_fwd::x == 0 && tileops::ops::activation_sigmoid_fwd::y == 0);
 
 
 
@@ -32,6 +34,7 @@ const char* act_name(Act a) {
     case Act::Silu: return "silu";
     case Act::Gelu: return "gelu";
     case Act::GeluTanh: return "gelu_tanh";
+    case Act::Sigmoid: return "sigmoid";
   }
   return "?";
 }
@@ -60,7 +63,14 @@ class ActivationKernel final : public Kernel {
   int sms_;
 };
 
-// One builder for all six ops. GeluFwdOp reads its activation from the `approximate` param.
+// The build key is (x dtype, activation, vec, y dtype).
+ActivationPlan plan_of(const BuildKey& key, bool gated) {
+  const auto x = static_cast<c10::ScalarType>(key.words[0]), y = static_cast<c10::ScalarType>(key.words[3]);
+  return {x, static_cast<Act>(key.words[1]), gated, static_cast<int>(key.words[2]),
+          y == x ? c10::ScalarType::Undefined : y};
+}
+
+// One builder for all seven ops. GeluFwdOp reads its activation from the `approximate` param.
 KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false) {
   KernelBuilder b;
   b.identity = [gated, fixed_act, gelu_param](const OpCall& call) {
@@ -69,21 +79,23 @@ KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = fa
     const at::Tensor& x = call.inputs[0];
     // choices: none | tanh (checked by the generated boundary)
     const Act act = gelu_param && call.params[gelu::approximate].as_str() == "tanh" ? Act::GeluTanh : fixed_act;
-    const int vec = activation_vec(x.scalar_type(), gated ? x.size(-1) / 2 : 0,
-                                   {x.const_data_ptr(), call.outputs[0].const_data_ptr()});
-    return BuildKey{static_cast<int64_t>(x.scalar_type()), static_cast<int64_t>(act), vec};
+    const at::Tensor& y = call.outputs[0];
+    const int vec = gated ? activation_vec(x.scalar_type(), x.size(-1) / 2, {x.const_data_ptr(), y.const_data_ptr()})
+                          : unary_vec(x.scalar_type(), y.scalar_type(), x.const_data_ptr(), y.const_data_ptr());
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), static_cast<int64_t>(act), vec,
+                    static_cast<int64_t>(y.scalar_type())};
   };
   b.build = [gated](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const DeviceInfo& dev = device_info(call.device.index());
-    const ActivationPlan p{static_cast<c10::ScalarType>(key.words[0]), static_cast<Act>(key.words[1]), gated,
-                           static_cast<int>(key.words[2])};
+    const ActivationPlan p = plan_of(key, gated);
     return std::make_shared<ActivationKernel>(load(activation_source(p, dev.arch), call.device.index()), p,
                                               dev.sm_count);
   };
   b.describe = [gated](const BuildKey& key) {
-    return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") +
-           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", act=" +
-           act_name(static_cast<Act>(key.words[1])) + ", vec=" + std::to_string(key.words[2]) + ")";
+    const ActivationPlan p = plan_of(key, gated);
+    return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") + short_type_name(p.dtype) +
+           (p.y_dtype() == p.dtype ? "" : std::string("->") + short_type_name(p.y_dtype())) + ", act=" +
+           act_name(p.act) + ", vec=" + std::to_string(p.vec) + ")";
   };
   return b;
 }
@@ -91,6 +103,7 @@ KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = fa
 KernelBuilder relu_fwd_builder() { return activation_builder(false, Act::Relu); }
 KernelBuilder silu_fwd_builder() { return activation_builder(false, Act::Silu); }
 KernelBuilder gelu_fwd_builder() { return activation_builder(false, Act::Gelu, true); }
+KernelBuilder sigmoid_fwd_builder() { return activation_builder(false, Act::Sigmoid); }
 KernelBuilder silu_and_mul_fwd_builder() { return activation_builder(true, Act::Silu); }
 KernelBuilder gelu_and_mul_fwd_builder() { return activation_builder(true, Act::Gelu); }
 KernelBuilder gelu_tanh_and_mul_fwd_builder() { return activation_builder(true, Act::GeluTanh); }
@@ -106,14 +119,29 @@ int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list
   return vec;
 }
 
+int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, const void* y) {
+  const int ei = static_cast<int>(c10::elementSize(x_dtype)), eo = static_cast<int>(c10::elementSize(y_dtype));
+  const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
+  // A step of vec elements loads min(vec * ei, 16) bytes of x at a time and stores min(vec * eo, 16)
+  // of y: start where both sides reach 16 bytes, narrow until both are aligned.
+  int vec = std::max(16 / ei, 16 / eo);
+  while (vec > 1 && (xb % std::min(vec * ei, 16) != 0 || yb % std::min(vec * eo, 16) != 0)) vec /= 2;
+  return vec;
+}
+
 std::string activation_name(const ActivationPlan& p, const std::string& arch) {
-  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + short_type_name(p.dtype) + "__v" +
+  std::string types = short_type_name(p.dtype);
+  if (p.y_dtype() != p.dtype) types += std::string("_") + short_type_name(p.y_dtype());  // e.g. i32_f32
+  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + types + "__v" +
          std::to_string(p.vec) + "__" + arch;
 }
 
 jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch) {
-  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + kernel_type_name(p.dtype) +
-                           ", " + std::to_string(static_cast<int>(p.act)) + ", " + std::to_string(p.vec) + ", " +
+  TORCH_CHECK(!p.gated || p.y_dtype() == p.dtype, "tileops: the gated activation kernel keeps x's dtype");
+  const std::string types = p.gated ? kernel_type_name(p.dtype)
+                                    : std::string(kernel_type_name(p.dtype)) + ", " + kernel_type_name(p.y_dtype());
+  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + types + ", " +
+                           std::to_string(static_cast<int>(p.act)) + ", " + std::to_string(p.vec) + ", " +
                            std::to_string(kActivationUnroll) + ">";
   return make_source(activation_name(p, arch), p.gated ? "activation/gated_fwd.cuh" : "activation/unary_fwd.cuh", expr,
                      arch);
@@ -122,6 +150,7 @@ jit::KernelSource activation_source(const ActivationPlan& p, const std::string& 
 TILEOPS_BUILTIN_KERNEL(nvrtc, ReluFwdOp, relu_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, SiluFwdOp, silu_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, GeluFwdOp, gelu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, SigmoidFwdOp, sigmoid_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, SiluAndMulFwdOp, silu_and_mul_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, GeluAndMulFwdOp, gelu_and_mul_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, GeluTanhAndMulFwdOp, gelu_tanh_and_mul_fwd_builder);

@@ -14,13 +14,18 @@
 namespace tileops::nvrtc {
 
 // Same ids as kAct* in src/kernels/activation/act.cuh.
-enum class Act : int { Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3 };
+enum class Act : int { Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Sigmoid = 4 };
 
 struct ActivationPlan {
-  c10::ScalarType dtype;
+  c10::ScalarType dtype;  // x's
   Act act;
   bool gated;  // y = act(x[..., :d]) * x[..., d:] instead of y = act(x)
-  int vec;     // elements per access (16 bytes / element size at most)
+  int vec;     // elements a thread step (one 16-byte access a side at most when x and y share a dtype)
+  // y's dtype when it differs from x's (unary only: SigmoidFwdOp on integer x gives float32);
+  // Undefined = x's dtype.
+  c10::ScalarType out_dtype = c10::ScalarType::Undefined;
+
+  c10::ScalarType y_dtype() const { return out_dtype == c10::ScalarType::Undefined ? dtype : out_dtype; }
 };
 
 constexpr int kActivationThreads = 256;
@@ -29,6 +34,9 @@ constexpr int kActivationUnroll = 4;
 // Widest power-of-two access (in elements, <= 16 bytes) that every pointer's alignment and
 // `divisor` (the gated row width d; 0 = no constraint) allow.
 int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list<const void*> ptrs);
+// Unary ops, x and y of possibly different dtypes: the widest step (elements) for which x's loads
+// and y's stores are each 16 bytes at most and aligned; with equal dtypes the same as above.
+int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, const void* y);
 std::string activation_name(const ActivationPlan& p, const std::string& arch);
 jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch);
 

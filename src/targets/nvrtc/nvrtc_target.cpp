@@ -75,12 +75,29 @@ const char* kernel_type_name(c10::ScalarType t) {
     case c10::ScalarType::Half: return "tileops::f16";
     case c10::ScalarType::BFloat16: return "tileops::bf16";
     case c10::ScalarType::Float: return "float";
+    // Integer and bool inputs (e.g. SigmoidFwdOp): plain C++ types, converted by to_float overloads.
+    case c10::ScalarType::Byte: return "unsigned char";
+    case c10::ScalarType::Char: return "signed char";
+    case c10::ScalarType::Short: return "short";
+    case c10::ScalarType::Int: return "int";
+    case c10::ScalarType::Long: return "long long";
+    case c10::ScalarType::Bool: return "bool";
     default: TORCH_CHECK(false, "tileops: the nvrtc kernels have no storage type for dtype ", t);
   }
 }
 
 const char* short_type_name(c10::ScalarType t) {
-  return t == c10::ScalarType::Half ? "f16" : t == c10::ScalarType::BFloat16 ? "bf16" : "f32";
+  switch (t) {
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Bool: return "b8";
+    default: return "f32";
+  }
 }
 
 int next_pow2(int64_t v) {

@@ -1,4 +1,5 @@
-// RopeNeoxFwdOp and RopeNonNeoxFwdOp on the nvrtc target (one kernel template, NEOX a template flag).
+// RopeNeoxFwdOp and RopeNonNeoxFwdOp on the nvrtc target (one kernel template, NEOX a template flag;
+// the cache's element type, float32 or q's dtype, another template parameter).
 #include "targets/nvrtc/position_rope_fwd.h"
 
 #include <ATen/core/Tensor.h>
@@ -29,12 +30,15 @@ int align_bytes(const void* p) {
   return bytes;
 }
 
-// Widest VEC the pointers allow: q/k accesses are VEC elements, cache loads min(VEC, 4) floats.
+// Widest VEC the pointers allow: q/k accesses are VEC elements, cache loads min(VEC, 16 / its
+// element size) elements, so a cache aligned to fewer than 16 bytes caps VEC at its alignment.
 int alignment_vec(const OpCall& call, int elem) {
   const int qk = std::min(align_bytes(call.inputs[op::q].data_ptr()), align_bytes(call.inputs[op::k].data_ptr()));
   int vec = std::max(1, qk / elem);
-  const int cache_floats = align_bytes(call.inputs[op::cos_sin_cache].data_ptr()) / 4;
-  if (cache_floats < 4) vec = std::min(vec, std::max(1, cache_floats));
+  const at::Tensor& cache = call.inputs[op::cos_sin_cache];
+  const int cache_elem = static_cast<int>(cache.element_size());
+  const int cache_elems = align_bytes(cache.data_ptr()) / cache_elem;
+  if (cache_elems < 16 / cache_elem) vec = std::min(vec, std::max(1, cache_elems));
   return vec;
 }
 
@@ -67,25 +71,28 @@ class RopeKernel final : public Kernel {
 template <bool kNeox>
 KernelBuilder rope_builder() {
   KernelBuilder b;
-  // Build identity: (dtype, head_dim, rot_dim, access width); the style is the op itself.
+  // Build identity: (dtype, head_dim, rot_dim, access width, cache dtype); the style is the op itself.
   b.identity = [](const OpCall& call) {
     TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
                 "; use target='reference' (or the default) for this device");
     const at::Tensor& q = call.inputs[op::q];
     TORCH_CHECK(q.size(1) + call.inputs[op::k].size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
-    return BuildKey{static_cast<int64_t>(q.scalar_type()), q.size(2), call.inputs[op::cos_sin_cache].size(1),
-                    alignment_vec(call, static_cast<int>(q.element_size()))};
+    const at::Tensor& cache = call.inputs[op::cos_sin_cache];
+    return BuildKey{static_cast<int64_t>(q.scalar_type()), q.size(2), cache.size(1),
+                    alignment_vec(call, static_cast<int>(q.element_size())),
+                    static_cast<int64_t>(cache.scalar_type())};
   };
   b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const int device = call.device.index();
     const RopePlan plan = plan_rope(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[2], kNeox,
-                                    static_cast<int>(key.words[3]));
+                                    static_cast<int>(key.words[3]), static_cast<c10::ScalarType>(key.words[4]));
     return std::make_shared<RopeKernel>(load(rope_source(plan, device_info(device).arch), device), plan);
   };
   b.describe = [](const BuildKey& key) {
     return std::string(kNeox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" +
            short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", head_dim=" + std::to_string(key.words[1]) +
-           ", rot_dim=" + std::to_string(key.words[2]) + ", max_vec=" + std::to_string(key.words[3]) + ")";
+           ", rot_dim=" + std::to_string(key.words[2]) + ", max_vec=" + std::to_string(key.words[3]) +
+           ", cache=" + short_type_name(static_cast<c10::ScalarType>(key.words[4])) + ")";
   };
   return b;
 }
@@ -95,21 +102,24 @@ KernelBuilder rope_non_neox_builder() { return rope_builder<false>(); }
 
 }  // namespace
 
-RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec) {
-  RopePlan p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox};
+RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
+                   c10::ScalarType cache_dtype) {
+  RopePlan p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype};
   p.vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
   while (p.vec > 1 && ((rot_dim / 2) % p.vec != 0 || head_dim % p.vec != 0)) p.vec /= 2;
   return p;
 }
 
 std::string rope_name(const RopePlan& p, const std::string& arch) {
-  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__d" +
-         std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) + "_v" + std::to_string(p.vec) + "__" + arch;
+  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__c" +
+         short_type_name(p.cache_dtype) + "__d" + std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) +
+         "_v" + std::to_string(p.vec) + "__" + arch;
 }
 
 jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
-  const std::string expr = std::string("tileops::rope_fwd<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.head_dim) +
-                           ", " + std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
+  const std::string expr = std::string("tileops::rope_fwd<") + kernel_type_name(p.dtype) + ", " +
+                           kernel_type_name(p.cache_dtype) + ", " + std::to_string(p.head_dim) + ", " +
+                           std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
                            (p.neox ? "true" : "false") + ">";
   return make_source(rope_name(p, arch), "position/rope_fwd.cuh", expr, arch);
 }

@@ -12,15 +12,18 @@
 namespace tileops::nvrtc {
 
 struct RopePlan {
-  c10::ScalarType dtype;
+  c10::ScalarType dtype;  // q's and k's
   int head_dim;
   int rot_dim;
   int vec;    // rotation pairs per unit (16-byte accesses when the layout and pointers allow)
   bool neox;
+  c10::ScalarType cache_dtype = c10::ScalarType::Float;  // float32 or q's dtype (dtype_combos)
 };
 
-// max_vec: the widest access the pointers' alignment allows (1..16/elem_size).
-RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec);
+// max_vec: the widest access the pointers' alignment allows (1..16/elem_size; the caller folds the
+// cache's alignment in).
+RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
+                   c10::ScalarType cache_dtype = c10::ScalarType::Float);
 std::string rope_name(const RopePlan& p, const std::string& arch);
 jit::KernelSource rope_source(const RopePlan& p, const std::string& arch);
 

@@ -2,6 +2,8 @@
 // Unary ops call torch's function; in the _writes_x branch y is x itself, and the result is
 // computed before it is copied in. The gated ops evaluate their ref_api formula in float32 and
 // round once (what the nvrtc kernels do; evaluating it in fp16/bf16 would round twice).
+// SigmoidFwdOp on integer/bool x: torch.sigmoid of x converted to y's dtype (float32), which is
+// torch.sigmoid(x) under the default dtype, whatever the process's default dtype is.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -16,7 +18,7 @@ namespace {
 
 namespace gelu = tileops::ops::activation_gelu_fwd;
 
-enum class Fn { Relu, Silu, Gelu, GeluTanh };
+enum class Fn { Relu, Silu, Gelu, GeluTanh, Sigmoid };
 
 at::Tensor apply(Fn f, const at::Tensor& x) {
   switch (f) {
@@ -24,6 +26,7 @@ at::Tensor apply(Fn f, const at::Tensor& x) {
     case Fn::Silu: return at::silu(x);
     case Fn::Gelu: return at::gelu(x, "none");
     case Fn::GeluTanh: return at::gelu(x, "tanh");
+    case Fn::Sigmoid: return at::sigmoid(x);
   }
   return {};
 }
@@ -35,7 +38,10 @@ class UnaryReference final : public Kernel {
   void launch(const OpCall& call) const override {
     Fn f = f_;
     if (f == Fn::Gelu && call.params[gelu::approximate].as_str() == "tanh") f = Fn::GeluTanh;
-    call.outputs[0].copy_(apply(f, call.inputs[0]));
+    const at::Tensor& x = call.inputs[0];
+    const at::Tensor& y = call.outputs[0];
+    // y's dtype is the manifest's (promote_int_to_float for sigmoid): integer x converts to it first.
+    y.copy_(apply(f, x.scalar_type() == y.scalar_type() ? x : x.to(y.scalar_type())));
   }
 
  private:
@@ -69,6 +75,7 @@ KernelBuilder builder() {
 TILEOPS_BUILTIN_KERNEL(reference, ReluFwdOp, (builder<UnaryReference, Fn::Relu>));
 TILEOPS_BUILTIN_KERNEL(reference, SiluFwdOp, (builder<UnaryReference, Fn::Silu>));
 TILEOPS_BUILTIN_KERNEL(reference, GeluFwdOp, (builder<UnaryReference, Fn::Gelu>));
+TILEOPS_BUILTIN_KERNEL(reference, SigmoidFwdOp, (builder<UnaryReference, Fn::Sigmoid>));
 TILEOPS_BUILTIN_KERNEL(reference, SiluAndMulFwdOp, (builder<GatedReference, Fn::Silu>));
 TILEOPS_BUILTIN_KERNEL(reference, GeluAndMulFwdOp, (builder<GatedReference, Fn::Gelu>));
 TILEOPS_BUILTIN_KERNEL(reference, GeluTanhAndMulFwdOp, (builder<GatedReference, Fn::GeluTanh>));

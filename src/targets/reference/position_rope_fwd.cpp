@@ -1,5 +1,6 @@
 // RopeNeoxFwdOp and RopeNonNeoxFwdOp on the reference target: the vLLM formula written out with
-// ATen ops (no torch function exists), in float32, rounded once; the correctness oracle.
+// ATen ops (no torch function exists), in float32, rounded once; the correctness oracle. The cache
+// may be float16/bfloat16 (q's dtype, dtype_combos): its values are widened to float32 exactly.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -30,7 +31,7 @@ class RopeReference final : public Kernel {
       TORCH_CHECK_INDEX(lo >= 0 && hi < max_pos, call.op_name, ": 'positions' must satisfy 0 <= positions < max_pos ",
                         "(max_pos=", max_pos, ", the rows of cos_sin_cache), got ", bad);
     }
-    const at::Tensor cs = cache.index_select(0, positions).unsqueeze(1);  // [t, 1, rot]
+    const at::Tensor cs = cache.index_select(0, positions).to(at::kFloat).unsqueeze(1);  // [t, 1, rot]
     const at::Tensor cos = cs.narrow(2, 0, half), sin = cs.narrow(2, half, half);
     for (int idx : {static_cast<int>(op::q), static_cast<int>(op::k)}) {
       const at::Tensor x = call.inputs[idx].narrow(2, 0, rot);  // a view: written in place below
