@@ -661,7 +661,7 @@ class Pairing:
         return Branch((), False, ())
 
 
-def _dtype_root(op: Op, name: str, fail):
+def _pairing_dtype_root(op: Op, name: str, fail):
     """(root tensor, allowed dtypes) of a tensor, following same_as to the input that names a union."""
     while True:
         t = op.input(name) or op.output(name)
@@ -732,7 +732,7 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
 
     # Every floating-point tensor of the forward takes part: no gradient silently dropped.
     def is_float(op, name):
-        return _dtype_root(op, name, fail)[1] <= set(FLOAT_DTYPES)
+        return _pairing_dtype_root(op, name, fail)[1] <= set(FLOAT_DTYPES)
     for o in fwd.outputs:
         if is_float(fwd, o.name) and ("grad", o.name) not in sources:
             fail(f"forward output '{o.name}' gets no gradient: backward {bwd.cls} has no input 'd{o.name}'")
@@ -750,15 +750,15 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
     # dtypes: the backward accepts every dtype the forward gives it, ties what the forward ties, and a
     # gradient has its input's dtype. shapes: the same spec after following same_as on both sides.
     for bname, fname in source_of.items():
-        broot, ballowed = _dtype_root(bwd, bname, fail)
-        froot, fallowed = _dtype_root(fwd, fname, fail)
+        broot, ballowed = _pairing_dtype_root(bwd, bname, fail)
+        froot, fallowed = _pairing_dtype_root(fwd, fname, fail)
         is_grad_out = bwd.output(bname) is not None
         what = f"backward {'output' if is_grad_out else 'input'} '{bname}' vs forward '{fname}'"
         if (is_grad_out and ballowed != fallowed) or not fallowed <= ballowed:
             fail(f"dtype mismatch: {what}: {' | '.join(sorted(ballowed))} vs {' | '.join(sorted(fallowed))}")
         if broot != bname:  # tied in the backward: the forward must tie the two sources as well
             other = source_of[broot]
-            oroot, oallowed = _dtype_root(fwd, other, fail)
+            oroot, oallowed = _pairing_dtype_root(fwd, other, fail)
             if oroot != froot and not (len(fallowed) == 1 and fallowed == oallowed):
                 fail(f"dtype mismatch: {what}: the backward ties '{bname}' to '{broot}' but the forward does not "
                      f"tie '{fname}' to '{other}'")

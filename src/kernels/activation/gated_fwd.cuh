@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(256) gated_fwd(const T* x, T* y, long long row
         V o;
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
-          o.v[e] = from_float<T>(activate<ACT>(to_float(g[k].v[e])) * to_float(u[k].v[e]));
+          o.v[e] = from_float<T>(activate<ACT, sizeof(T) == 2>(to_float(g[k].v[e])) * to_float(u[k].v[e]));
         yv[j] = o;
       }
     }

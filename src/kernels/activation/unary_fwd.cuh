@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(256) unary_fwd(const TI* x, TO* y, long long n
 #pragma unroll
           for (int j = 0; j < OUT; ++j) {
             const int e = c * OUT + j;  // element of the step
-            o.v[j] = from_float<TO>(activate<ACT>(to_float(v[u][e / IN].v[e % IN])));
+            o.v[j] = from_float<TO>(activate<ACT, sizeof(TO) == 2>(to_float(v[u][e / IN].v[e % IN])));
           }
           yv[(i + u * stride) * (VEC / OUT) + c] = o;
         }
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(256) unary_fwd(const TI* x, TO* y, long long n
   }
   if constexpr (VEC > 1) {
     const long long t = nv * VEC + tid;  // fewer than VEC trailing elements
-    if (t < n) y[t] = from_float<TO>(activate<ACT>(to_float(x[t])));
+    if (t < n) y[t] = from_float<TO>(activate<ACT, sizeof(TO) == 2>(to_float(x[t])));
   }
 }
 

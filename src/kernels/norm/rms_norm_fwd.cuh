@@ -25,16 +25,28 @@ struct RowSource {
   const V* residual_in;
   V* residual_out;
 
-  __device__ __forceinline__ V first_read(int c) const {
-    V v = x[c];
-    if constexpr (ADD_RESIDUAL) {
-      const V r = residual_in[c];
+  // One element vector in two steps, so that a thread issues all its loads before any store:
+  // residual_in and residual_out may alias, so the compiler may not move a later load above an
+  // earlier store, and a load-add-store loop would wait for each load in turn.
+  struct Raw {
+    V x, r;
+  };
+  __device__ __forceinline__ Raw load(int c) const {
+    Raw raw;
+    raw.x = x[c];
+    if constexpr (ADD_RESIDUAL) raw.r = residual_in[c];
+    return raw;
+  }
+  // The row element: x, or T(x + residual) stored to residual_out.
+  __device__ __forceinline__ V settle(int c, const Raw& raw) const {
+    if constexpr (!ADD_RESIDUAL) return raw.x;
+    V v;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
-      residual_out[c] = v;
-    }
+    for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(raw.x.v[j]) + to_float(raw.r.v[j]));
+    residual_out[c] = v;
     return v;
   }
+  __device__ __forceinline__ V first_read(int c) const { return settle(c, load(c)); }
   // Second read (rows not kept in registers): the sum was already stored to residual_out.
   __device__ __forceinline__ V again(int c) const {
     if constexpr (ADD_RESIDUAL) return residual_out[c];
@@ -61,11 +73,12 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
     constexpr bool kPrefetchW = HAS_WEIGHT && kPerThread * VEC * sizeof(T) <= 64;
     V cache[kPerThread];
     V wcache[kPrefetchW ? kPerThread : 1];
+    typename RowSource<T, VEC, ADD_RESIDUAL>::Raw raw[kPerThread];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
-        cache[i] = src.first_read(c);
+        raw[i] = src.load(c);
         if constexpr (kPrefetchW) wcache[i] = wr[c];
       }
     }
@@ -73,6 +86,7 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
+        cache[i] = src.settle(c, raw[i]);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
       }

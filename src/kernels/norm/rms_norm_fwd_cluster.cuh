@@ -30,13 +30,21 @@ __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD
 
   V cache[kPerThread];
   V wcache[kPrefetchW ? kPerThread : 1];
+  typename RowSource<T, VEC, ADD_RESIDUAL>::Raw raw[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {  // every load first (see RowSource::load)
+    const int c = begin + i * TPB + static_cast<int>(threadIdx.x);
+    if (kExact || c < end) {
+      raw[i] = src.load(c);
+      if constexpr (kPrefetchW) wcache[i] = wr[c];
+    }
+  }
   float ss = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int c = begin + i * TPB + static_cast<int>(threadIdx.x);
     if (kExact || c < end) {
-      cache[i] = src.first_read(c);
-      if constexpr (kPrefetchW) wcache[i] = wr[c];
+      cache[i] = src.settle(c, raw[i]);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
     }

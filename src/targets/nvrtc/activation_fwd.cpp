@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "targets/builtin.h"
@@ -51,7 +52,13 @@ class ActivationKernel final : public Kernel {
     // Enough CTAs for one full wave (8 x 256 threads an SM), then grid-stride; at least one CTA for
     // the unary tail when there are fewer elements than one vector.
     const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
-    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, 8LL * sms_);
+    // TILEOPS_ACT_CTAS_PER_SM overrides the cap of 8 for tuning experiments (0: no cap), read once.
+    static const long long kCap = [] {
+      const char* v = std::getenv("TILEOPS_ACT_CTAS_PER_SM");
+      return v ? std::atoll(v) : 8LL;
+    }();
+    const long long cap = kCap > 0 ? kCap * sms_ : 0x7fffffffLL;
+    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, cap);
     void* unary_args[] = {&xp, &yp, &n};
     void* gated_args[] = {&xp, &yp, &rows, &d};
     nvrtc::launch(k_, static_cast<unsigned>(grid), kActivationThreads, 0, p_.gated ? gated_args : unary_args);

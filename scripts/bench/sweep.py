@@ -1,8 +1,9 @@
-"""Tuning sweep for the cluster implementations (not a test): times our RMSNorm 64x131072 and
-softmax 4x128256 (bf16) beside a copy of the same bytes under the cluster-shape knobs in the
-environment (TILEOPS_CLUSTER_CTA_BYTES, TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX; read once per
-process, so run one process per setting):
-    for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep_cluster.py; done
+"""Tuning sweep (not a test): times a few of our kernels beside a copy of the same bytes under the
+planner knobs in the environment, read once per process, so run one process per setting:
+  cluster shape (RMSNorm 64x131072, softmax 4x128256 bf16): TILEOPS_CLUSTER_CTA_BYTES,
+      TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX;
+  elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread).
+    for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def time_pair(name, make_ours, xs, ys, bytes_per_call, n_sets):
 
 
 def main() -> None:
-    knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith("TILEOPS_CLUSTER_")) or "defaults"
+    knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_"))) or "defaults"
     out = []
     dtype = torch.bfloat16
     m, n = 64, 131072
@@ -39,6 +40,14 @@ def main() -> None:
     ys = [torch.empty_like(x) for x in xs]
     out.append(time_pair("softmax 4x128256", lambda i: (lambda: torch.ops.tileops.reduction_softmax_fwd(xs[i], -1)),
                          xs, ys, b, n_sets))
+    m, n = 8192, 8192
+    b = 2 * m * n * dtype.itemsize
+    n_sets = harness.n_sets_for(b)
+    xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+    ys = [torch.empty_like(x) for x in xs]
+    for name in ("relu", "silu"):
+        op = getattr(torch.ops.tileops, f"activation_{name}_fwd")
+        out.append(time_pair(f"{name} 8192x8192", lambda i, op=op: (lambda: op(xs[i])), xs, ys, b, n_sets))
     print(f"[{knobs}] " + " | ".join(out))
 
 
