@@ -22,8 +22,20 @@ def _layer_norm(device):
     return LayerNormFwdOp((256,)), _inputs(device, (8, 256), (256,), (256,))
 
 
+def _rms_norm_bwd(device):
+    from tileops.norm import RMSNormBwdOp
+    return RMSNormBwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
+
+
+def _layer_norm_bwd(device):
+    from tileops.norm import LayerNormBwdOp
+    return LayerNormBwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
+
+
 CONTRACT = {
     "LayerNormFwdOp": _layer_norm,
     "RMSNormFwdOp": _rms_norm,
     "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
+    "RMSNormBwdOp": _rms_norm_bwd,
+    "LayerNormBwdOp": _layer_norm_bwd,
 }
