@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cfloat>
+#include <cstdlib>
+#include <set>
 #include <string>
 
 #include "jit/cuda_driver.h"
@@ -71,6 +73,34 @@ INSTANTIATE_TEST_SUITE_P(Archs, NormBwdCompiles,
                          [](const auto& info) {
                            return case_name(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
+
+// Every plan tests/kernels/test_norm_bwd_gpu.py reaches (row lengths x dtypes x weight x branches x
+// alignments), for both archs, without spills. Minutes of NVRTC: only with TILEOPS_NVRTC_EXHAUSTIVE=1.
+TEST(NormBwdCompilesExhaustive, EveryPlanTheGpuTestsUse) {
+  if (!std::getenv("TILEOPS_NVRTC_EXHAUSTIVE")) GTEST_SKIP() << "set TILEOPS_NVRTC_EXHAUSTIVE=1";
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  std::set<std::string> done;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (auto dtype : {c10::kHalf, c10::kBFloat16, c10::kFloat}) {
+      const int full = 16 / static_cast<int>(c10::elementSize(dtype));
+      for (int64_t n : {64, 1000, 4096, 8192, 65536, 262144, 256, 512, 4095, 231, 3072, 1234, 1536}) {
+        for (int max_vec = full; max_vec >= 1; max_vec /= 2) {
+          for (bool layer : {false, true}) {
+            for (bool weight : {true, false}) {
+              for (int grads = 0; grads < (layer ? 4 : 2); ++grads) {
+                const auto p = plan_norm_bwd(dtype, n, layer, weight, grads & 1, grads & 2, 1e-5f, max_vec);
+                const auto src = tileops::nvrtc::norm_bwd_source(p, arch);
+                if (!done.insert(src.name).second) continue;
+                SCOPED_TRACE(src.name);
+                EXPECT_NO_THROW(tileops::jit::compile_to_cubin(strict(src)));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
 
 class NormBwdReduceCompiles : public ::testing::TestWithParam<const char*> {};
 
