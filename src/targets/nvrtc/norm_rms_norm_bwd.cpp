@@ -258,7 +258,7 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     const NormBwdPlan plan = plan_norm_bwd(dtype, key.words[1], slots.layer, key.words[3] != 0, dw, db, eps,
                                            static_cast<int>(key.words[5]), budget);
     LoadedKernel main = load(norm_bwd_source(plan, dev.arch), device);
-    if (plan.smem_bytes > 48 * 1024) {
+    if (plan.smem_bytes > 0) {  // opt in even under 48 KB: static + dynamic may cross it
       jit::ScopedContext ctx(dev.context);
       jit::check_cu(jit::driver().cuFuncSetAttribute(main.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                      plan.smem_bytes),
