@@ -1,6 +1,6 @@
 """Norm benchmarks on a GPU: our kernels beside torch eager (ref_api), torch.compile of it and a
 device copy of the same bytes, in one run; plus host cost per eager call beside torch.add.
-A benchmark, not a test.    python3 scripts/bench/bench_norm.py [--json out.json] [--quick]
+A benchmark, not a test.    python3 scripts/bench/bench_norm.py [--json out.json] [--quick] [--bwd-only]
 """
 from __future__ import annotations
 
@@ -80,6 +80,88 @@ def fused_and_layer_norm_rows() -> list[dict]:
     return rows
 
 
+def backward_rows() -> list[dict]:
+    """RMSNormBwdOp / LayerNormBwdOp (dx, dweight, dbias) beside torch's own backward kernels.
+
+    eager: aten._fused_rms_norm_backward / aten.native_layer_norm_backward (what autograd of
+    F.rms_norm / F.layer_norm runs on CUDA), fed the rstd (and mean) its forward saved, computed here
+    outside the timing; where a torch build lacks _fused_rms_norm_backward, torch.autograd.grad of
+    F.rms_norm (forward included). compile: torch.compile of the RMSNorm backward written out
+    (the manifest's formula) / of aten.native_layer_norm_backward (inductor decomposes it). copy:
+    dst.copy_(src) of 1.5*M*N elements, i.e. the op's 3*M*N elements of traffic (read x and dy,
+    write dx); TB/s counts the manifest's roofline bytes.
+    """
+    F = torch.nn.functional
+    aten = torch.ops.aten
+    fused_rms = hasattr(aten, "_fused_rms_norm_backward") and hasattr(aten, "_fused_rms_norm")
+    rows = []
+    for op_class in ("RMSNormBwdOp", "LayerNormBwdOp"):
+        layer = op_class == "LayerNormBwdOp"
+        workloads = [(wl["name"], tuple(wl["x"]), harness.DTYPES[d])
+                     for wl in harness.manifest_workloads("norm", op_class) for d in wl["dtypes"]]
+        if ("llama-8b-prefill", (2048, 4096), torch.bfloat16) not in workloads:
+            workloads.append(("llama-8b-prefill", (2048, 4096), torch.bfloat16))
+        for name, (m, n), dtype in workloads:
+            bytes_per_call = (3 * m * n + (3 if layer else 2) * n) * dtype.itemsize
+            n_sets = harness.n_sets_for(bytes_per_call)
+            xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            dys = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            w = torch.randn(n, device="cuda", dtype=dtype)
+            b = torch.randn(n, device="cuda", dtype=dtype)
+            src = [torch.empty(3 * m // 2, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            dst = [torch.empty_like(t) for t in src]
+            if layer:
+                stats = [torch.native_layer_norm(x, [n], w, b, 1e-5)[1:] for x in xs]  # (mean, rstd)
+                mask = [True, True, True]
+
+                def eager(i):
+                    return lambda: aten.native_layer_norm_backward(dys[i], xs[i], [n], *stats[i], w, b, mask)
+
+                compiled = torch.compile(lambda dy, x, mean, rstd, w, b: aten.native_layer_norm_backward(
+                    dy, x, [n], mean, rstd, w, b, [True, True, True]))
+
+                def comp(i):
+                    return lambda: compiled(dys[i], xs[i], *stats[i], w, b)
+
+                def ours(i):
+                    return lambda: torch.ops.tileops.norm_layer_norm_bwd(dys[i], xs[i], w, [n])
+            else:
+                eps = torch.finfo(torch.float32).eps
+                if fused_rms:
+                    rstds = [aten._fused_rms_norm(x, [n], w, eps)[1] for x in xs]
+
+                    def eager(i):
+                        return lambda: aten._fused_rms_norm_backward(dys[i], xs[i], [n], rstds[i], w, [True, True])
+                else:
+                    xg = [x.detach().requires_grad_() for x in xs]
+                    wg = w.detach().requires_grad_()
+
+                    def eager(i):
+                        return lambda: torch.autograd.grad(F.rms_norm(xg[i], [n], wg, eps), (xg[i], wg), dys[i])
+
+                def rms_bwd(dy, x, w):
+                    xf, d = x.float(), dy.float()
+                    g = d * w.float()
+                    r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+                    dx = r * (g - xf * (r * r) * (g * xf).mean(-1, keepdim=True))
+                    return dx.to(x.dtype), (d * xf * r).sum(0).to(x.dtype)
+
+                compiled = torch.compile(rms_bwd)
+
+                def comp(i):
+                    return lambda: compiled(dys[i], xs[i], w)
+
+                def ours(i):
+                    return lambda: torch.ops.tileops.norm_rms_norm_bwd(dys[i], xs[i], w, [n])
+            label = ("layer-norm-bwd " if layer else "rms-norm-bwd ") + name
+            rows.append(harness.measure(label, f"{m}x{n}", dtype, bytes_per_call, n_sets, {
+                "ours": ours, "eager": eager, "compile": comp,
+                "copy": lambda i: (lambda: dst[i].copy_(src[i])),
+            }))
+            del xs, dys, src, dst
+    return rows
+
+
 def host_costs() -> dict:
     a = torch.randn(1, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(1, 64, device="cuda", dtype=torch.float16)
@@ -99,16 +181,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only 2048x4096 fp16")
+    ap.add_argument("--bwd-only", action="store_true", help="only RMSNormBwdOp and LayerNormBwdOp")
     args = ap.parse_args()
     tileops.load()
+    if args.bwd_only:
+        bwd = backward_rows()
+        harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
+                                       "torch": torch.__version__, "kernels": bwd})
+        harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
+        return
     rows = rms_norm_rows(args.quick)
     other = [] if args.quick else fused_and_layer_norm_rows()
+    bwd = [] if args.quick else backward_rows()
     host = host_costs()
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-                                   "kernels": rows + other, "host_us": host})
+                                   "kernels": rows + other + bwd, "host_us": host})
     harness.print_table("RMSNormFwdOp", rows)
     if other:
         harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
+    if bwd:
+        harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")

@@ -1,0 +1,205 @@
+// The RMSNorm/LayerNorm backward kernels compile with NVRTC to CUBIN for sm_80 and sm_90a (no GPU
+// needed) without register spills under the launch bounds the planner sets, and the planner picks
+// the specialisations and grids the design asks for (src/kernels/norm/norm_bwd_common.cuh).
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/norm_rms_norm_bwd.h"
+#include "targets/nvrtc/nvrtc_target.h"
+
+namespace {
+
+using tileops::nvrtc::NormBwdPlan;
+using tileops::nvrtc::plan_norm_bwd;
+
+struct BwdCase {
+  c10::ScalarType dtype;
+  int64_t n;
+  bool layer, weight, dw, db;
+  int max_vec;     // alignment of the pointers, in elements
+  const char* what;
+};
+
+std::string case_name(const BwdCase& c) {
+  return std::string(c.layer ? "ln_" : "rms_") + tileops::nvrtc::short_type_name(c.dtype) + "_n" +
+         std::to_string(c.n) + "_v" + std::to_string(c.max_vec) + (c.weight ? "_w" : "_nw") + (c.dw ? "_dw" : "") +
+         (c.db ? "_db" : "");
+}
+
+// Spills are warnings of ptxas; made errors, a plan whose register estimate is too low fails here.
+tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
+  src.options.push_back("--ptxas-options=--warn-on-spills");
+  src.options.push_back("--ptxas-options=--warning-as-error");
+  return src;
+}
+
+const BwdCase kCases[] = {
+    {c10::kBFloat16, 4096, false, true, true, false, 8, "llama rows, staged, register partials"},
+    {c10::kBFloat16, 4096, true, true, true, true, 8, "layer norm, both partial rows"},
+    {c10::kBFloat16, 4096, false, true, false, false, 8, "_without_dweight: no partials"},
+    {c10::kHalf, 1000, false, false, true, false, 8, "tail vectors, 8 rows per CTA"},
+    {c10::kFloat, 64, true, true, true, false, 4, "tiny rows: 64 row groups per CTA"},
+    {c10::kBFloat16, 16384, true, true, true, true, 8, "160 KB of stages"},
+    {c10::kFloat, 8192, false, true, true, false, 4, "fp32 staged"},
+    {c10::kBFloat16, 65536, false, true, true, false, 8, "streaming, workspace partials"},
+    {c10::kFloat, 262144, true, false, true, true, 4, "streaming layer norm"},
+    {c10::kHalf, 4095, true, true, true, true, 1, "odd row: 2-byte accesses from global memory"},
+    {c10::kBFloat16, 2048, false, true, true, false, 2, "4-byte cp.async"},
+    {c10::kHalf, 1024, true, false, false, true, 4, "dbias only, 8-byte cp.async"},
+};
+
+class NormBwdCompiles : public ::testing::TestWithParam<std::tuple<BwdCase, const char*>> {};
+
+TEST_P(NormBwdCompiles, ToCubinWithoutSpills) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, arch] = GetParam();
+  const NormBwdPlan p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, 1e-5f, c.max_vec);
+  const auto src = tileops::nvrtc::norm_bwd_source(p, arch);
+  SCOPED_TRACE(c.what + std::string(": ") + src.name);
+  const auto cubin = tileops::jit::compile_to_cubin(strict(src));
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_NE(cubin.lowered_name.find(c.layer ? "layer_norm_bwd" : "rms_norm_bwd"), std::string::npos);
+  EXPECT_NE(src.name.find(arch), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, NormBwdCompiles,
+                         ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Values("sm_80", "sm_90a")),
+                         [](const auto& info) {
+                           return case_name(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
+
+// Every plan tests/kernels/test_norm_bwd_gpu.py reaches (row lengths x dtypes x weight x branches x
+// alignments), for both archs, without spills. Minutes of NVRTC: only with TILEOPS_NVRTC_EXHAUSTIVE=1.
+TEST(NormBwdCompilesExhaustive, EveryPlanTheGpuTestsUse) {
+  if (!std::getenv("TILEOPS_NVRTC_EXHAUSTIVE")) GTEST_SKIP() << "set TILEOPS_NVRTC_EXHAUSTIVE=1";
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  std::set<std::string> done;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (auto dtype : {c10::kHalf, c10::kBFloat16, c10::kFloat}) {
+      const int full = 16 / static_cast<int>(c10::elementSize(dtype));
+      for (int64_t n : {64, 1000, 4096, 8192, 65536, 262144, 256, 512, 4095, 231, 3072, 1234, 1536}) {
+        for (int max_vec = full; max_vec >= 1; max_vec /= 2) {
+          for (bool layer : {false, true}) {
+            for (bool weight : {true, false}) {
+              for (int grads = 0; grads < (layer ? 4 : 2); ++grads) {
+                const auto p = plan_norm_bwd(dtype, n, layer, weight, grads & 1, grads & 2, 1e-5f, max_vec);
+                const auto src = tileops::nvrtc::norm_bwd_source(p, arch);
+                if (!done.insert(src.name).second) continue;
+                SCOPED_TRACE(src.name);
+                EXPECT_NO_THROW(tileops::jit::compile_to_cubin(strict(src)));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+class NormBwdReduceCompiles : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NormBwdReduceCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const char* arch = GetParam();
+  for (auto [dtype, dw, db] : {std::tuple{c10::kBFloat16, true, false}, std::tuple{c10::kHalf, true, true},
+                               std::tuple{c10::kFloat, false, true}}) {
+    const auto src = tileops::nvrtc::norm_bwd_reduce_source(dtype, dw, db, arch);
+    const auto cubin = tileops::jit::compile_to_cubin(strict(src));
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find("norm_bwd_reduce"), std::string::npos);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, NormBwdReduceCompiles, ::testing::Values("sm_80", "sm_90a"));
+
+TEST(NormBwdPlan, LlamaRowsAreStagedWithRegisterPartials) {
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
+  EXPECT_EQ(p.vec, 8);
+  EXPECT_EQ(p.tpr, 128);  // 4 vectors of 8 a thread
+  EXPECT_EQ(p.rows, 2);   // 256-thread CTAs
+  EXPECT_TRUE(p.smem);
+  EXPECT_TRUE(p.acc_reg);
+  EXPECT_EQ(p.smem_bytes, 2 * 2 * 2 * 4096 * 2 + 4096 * 2);  // two stages of two rows of x and dy, weight
+  EXPECT_GE(p.min_blocks, 2);
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  EXPECT_TRUE(ln.smem && ln.acc_reg && ln.db);
+  EXPECT_GE(ln.min_blocks, 2);
+}
+
+TEST(NormBwdPlan, AccessWidthFollowsRowAndAlignment) {
+  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8).vec, 1);
+  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4096, false, true, true, false, 1e-6f, 2).vec, 2);
+  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 4096, false, true, true, false, 1e-6f, 4).vec, 4);
+  // 2-byte accesses cannot go through cp.async: the rows are read from global memory.
+  EXPECT_FALSE(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8).smem);
+}
+
+TEST(NormBwdPlan, ShortRowsShareACtaLongRowsStream) {
+  const auto small = plan_norm_bwd(c10::kBFloat16, 64, false, true, true, false, 1e-6f, 8);
+  EXPECT_LE(small.tpr, 32);
+  EXPECT_EQ(small.threads(), 256);
+  EXPECT_TRUE(small.acc_reg);
+  const auto wide = plan_norm_bwd(c10::kBFloat16, 65536, false, true, true, false, 1e-6f, 8);
+  EXPECT_FALSE(wide.smem);
+  EXPECT_FALSE(wide.acc_reg);  // partials in the workspace row
+  EXPECT_EQ(wide.rows, 1);
+  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
+  EXPECT_EQ(huge.tpr, 1024);
+  EXPECT_FALSE(huge.acc_reg);
+  for (const auto& c : kCases) {
+    const auto p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, 1e-5f, c.max_vec);
+    SCOPED_TRACE(case_name(c));
+    EXPECT_TRUE(p.acc_reg || p.rows == 1);
+    EXPECT_LE(p.smem_bytes, tileops::nvrtc::kNormBwdSmemBudget);
+    EXPECT_LE(p.threads(), 1024);
+    EXPECT_GE(p.min_blocks, 1);
+    EXPECT_LE(p.min_blocks * p.threads(), 2048);
+  }
+}
+
+TEST(NormBwdPlan, SharedMemoryBudgetIsRespected) {
+  // A device with 48 KB per block gets no 72 KB stages.
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 1e-6f, 8, 48 * 1024);
+  EXPECT_FALSE(p.smem);
+  EXPECT_LE(p.smem_bytes, 48 * 1024);
+}
+
+TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
+  using tileops::nvrtc::SmResources;
+  const SmResources h200{2048, 32, 228 * 1024, 1024};
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
+  const int per_sm = tileops::nvrtc::norm_bwd_blocks_per_sm(p, h200);
+  EXPECT_GE(per_sm, 2);
+  EXPECT_LE(per_sm, p.min_blocks);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(p, 132, h200), 132 * per_sm);
+  // Shared memory bounds the CTAs a SM holds.
+  const SmResources small{2048, 32, 100 * 1024, 1024};
+  EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(p, small) * (p.smem_bytes + 1024), 100 * 1024);
+  // Very long rows: the workspace [grid, n] stays within its budget.
+  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
+  const int g = tileops::nvrtc::norm_bwd_max_grid(huge, 132, h200);
+  EXPECT_GE(g, 1);
+  EXPECT_LE(int64_t{g} * (1 << 20) * 4 * 2, tileops::nvrtc::kNormBwdWorkspaceBudget);
+}
+
+TEST(NormBwdPlan, NameCarriesTheIdentity) {
+  const auto a = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
+  const auto b = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, FLT_EPSILON, 8);
+  const auto l = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, FLT_EPSILON, 8);
+  const std::string na = tileops::nvrtc::norm_bwd_name(a, "sm_90a");
+  EXPECT_EQ(na.rfind("rms_norm_bwd__bf16__n4096__", 0), 0u) << na;
+  EXPECT_NE(na, tileops::nvrtc::norm_bwd_name(b, "sm_90a"));
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_name(l, "sm_90a").rfind("layer_norm_bwd__", 0), 0u);
+  EXPECT_EQ(na, tileops::nvrtc::norm_bwd_name(
+                    plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8), "sm_90a"));
+  // RMSNorm has no dbias whatever the caller asks.
+  EXPECT_FALSE(plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, true, FLT_EPSILON, 8).db);
+}
+
+}  // namespace
