@@ -12,7 +12,7 @@ import os
 import torch
 
 import harness  # scripts/bench/harness.py
-import tileops  # noqa: F401  (loads the library)
+import tileops
 
 
 def time_pair(name, make_ours, xs, ys, bytes_per_call, n_sets):
@@ -22,6 +22,7 @@ def time_pair(name, make_ours, xs, ys, bytes_per_call, n_sets):
 
 
 def main() -> None:
+    tileops.load()
     knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_"))) or "defaults"
     out = []
     dtype = torch.bfloat16
