@@ -55,6 +55,13 @@ class Op:
         for p in params:
             setattr(self, p["name"], values[p["name"]])
 
+    # An Op's params are fixed at construction. Under torch.compile(dynamic=True) dynamo would
+    # otherwise lift a float param (eps) read from the instance into a graph input and recompile
+    # when it specialises it later; marked constant, the params are baked into the graph.
+    @torch.compiler.assume_constant_result
+    def _bound_params(self) -> tuple:
+        return self._params
+
     def __call__(self, *tensors: Any, out: torch.Tensor | None = None):
         inputs = self._entry["inputs"]
         if len(tensors) > len(inputs):
@@ -69,8 +76,8 @@ class Op:
             if overload is None:
                 raise TypeError(f"{self.op_class} has no output buffer branch"
                                 + (" that writes its inputs in place" if self.inplace else ""))
-            return overload(*args, out, *self._params, **kwargs)
-        result = overload(*args, *self._params, **kwargs)
+            return overload(*args, out, *self._bound_params(), **kwargs)
+        result = overload(*args, *self._bound_params(), **kwargs)
         if result is None and self.inplace:
             # As torch's in-place functions (relu_, F.silu(inplace=True)): return the written input(s).
             written = [a for a, i in zip(args, inputs) if i["mutated"] != "no"]

@@ -88,3 +88,25 @@ def test_export_keeps_the_node():
     assert torch.ops.tileops.norm_rms_norm_fwd.default in targets
     x, w = torch.randn(3, 16), torch.randn(16)
     torch.testing.assert_close(ep.module()(x, w), torch.nn.functional.rms_norm(x, [16], w) + 1)
+
+
+def test_op_class_float_param_is_a_constant_under_dynamic_compile():
+    # A float param (eps) read from the Op instance used to become a graph input under
+    # dynamic=True, and inductor then recompiled on the second batch size.
+    from torch._inductor.compile_fx import compile_fx
+    from tileops.norm import LayerNormFwdOp
+
+    torch._dynamo.reset()
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(sum(isinstance(e, torch.Tensor) and e.dim() == 0 for e in example_inputs))
+        return compile_fx(gm, example_inputs)
+
+    op = LayerNormFwdOp((64,), eps=1e-3)
+    fn = torch.compile(lambda x, w, b: op(x, w, b), fullgraph=True, dynamic=True, backend=backend)
+    w, b = torch.randn(64), torch.randn(64)
+    for m in (32, 5, 17):
+        x = torch.randn(m, 64)
+        torch.testing.assert_close(fn(x, w, b), torch.nn.functional.layer_norm(x, [64], w, b, 1e-3))
+    assert compiles == [0]  # one compile, and eps is no 0-dim tensor input of the graph

@@ -123,8 +123,8 @@ TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 8, 4, 9), kRow);        // short rows: one CTA each
   EXPECT_EQ(select_softmax(c10::kFloat, 1 << 20, 4, 4, 9), kSplit);      // 4 MB rows exceed a cluster
   const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, kCluster);
-  EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs of 32 KB
-  EXPECT_EQ(p.tpb, 512);
+  EXPECT_EQ(p.cluster, 16);  // 256 KB rows: 16 CTAs of 16 KB (few rows: more, smaller CTAs)
+  EXPECT_EQ(p.tpb, 256);
 }
 
 TEST(SoftmaxImplementations, DeclarationOrderDecidesNothing) {

@@ -85,10 +85,11 @@ void plan_row_per_cta(RmsNormPlan& p, bool cache) {
   p.cache = cache;
 }
 
-// Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of about 32 KB each.
+// Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of at most 32 KB each.
 bool plan_cluster(RmsNormPlan& p) {
   RowCluster rc{};
-  const bool fits = plan_row_cluster(p.n / p.vec, p.vec * elem_size(p.dtype), rc);
+  // 32 KB a CTA, at most 8 CTAs: 16 KB / 16 CTAs measured slower for 64x131072 (docs/PERF.md).
+  const bool fits = plan_row_cluster(p.n / p.vec, p.vec * elem_size(p.dtype), 32768, 8, rc);
   p.cluster = rc.cluster;
   p.tpr = rc.tpb;
   p.rows = 1;

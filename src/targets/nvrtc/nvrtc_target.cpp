@@ -239,10 +239,12 @@ int env_int(const char* name, int dflt, int lo, int hi) {
 }
 }  // namespace
 
-bool plan_row_cluster(int64_t vecs, int vec_bytes, RowCluster& out) {
-  static const int kCtaBytes = env_int("TILEOPS_CLUSTER_CTA_BYTES", 32768, 1024, 1 << 20);
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out) {
+  static const int kCtaBytesKnob = env_int("TILEOPS_CLUSTER_CTA_BYTES", 0, 1024, 1 << 20);
   static const int kPerThread = env_int("TILEOPS_CLUSTER_VPT", 4, 1, 16);
-  static const int kMaxCluster = env_int("TILEOPS_CLUSTER_MAX", 8, 2, 16);
+  static const int kMaxClusterKnob = env_int("TILEOPS_CLUSTER_MAX", 0, 2, 16);
+  const int kCtaBytes = kCtaBytesKnob ? kCtaBytesKnob : cta_bytes;
+  const int kMaxCluster = kMaxClusterKnob ? kMaxClusterKnob : max_cluster;
   const int64_t bytes = vecs * vec_bytes;
   out.cluster = 2;
   while (out.cluster < kMaxCluster && bytes > int64_t{kCtaBytes} * out.cluster) out.cluster *= 2;

@@ -68,7 +68,8 @@ struct RowCluster {
   int cluster;     // CTAs per row
   int tpb;         // threads per CTA (power of two, 32..1024)
 };
-bool plan_row_cluster(int64_t vecs, int vec_bytes, RowCluster& out);
+// cta_bytes / max_cluster: the op's defaults (the TILEOPS_CLUSTER_* knobs override them).
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out);
 // Clusters over 8 CTAs (the portable limit) need an opt-in per kernel (build phase).
 void allow_large_clusters(const LoadedKernel& k, int cluster);
 
