@@ -15,40 +15,27 @@ import harness  # scripts/bench/harness.py
 import tileops
 
 
-def time_pair(name, make_ours, xs, ys, bytes_per_call, n_sets):
-    ours = harness.graph_time_us(make_ours, n_sets)
+def time_vs_copy(name: str, m: int, n: int, call) -> str:
+    """call(x) on rotating bf16 [m, n] input sets, beside a copy of the same bytes."""
+    dtype = torch.bfloat16
+    n_sets = harness.n_sets_for(2 * m * n * dtype.itemsize)
+    xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+    ys = [torch.empty_like(x) for x in xs]
+    ours = harness.graph_time_us(lambda i: (lambda: call(xs[i])), n_sets)
     copy = harness.graph_time_us(lambda i: (lambda: ys[i].copy_(xs[i])), n_sets)
     return f"{name} ours {ours:6.1f} µs copy {copy:5.1f} µs copy/ours {copy / ours:4.2f}"
 
 
 def main() -> None:
     tileops.load()
-    knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ) if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_"))) or "defaults"
-    out = []
-    dtype = torch.bfloat16
-    m, n = 64, 131072
-    b = 2 * m * n * dtype.itemsize
-    n_sets = harness.n_sets_for(b)
-    xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
-    ys = [torch.empty_like(x) for x in xs]
-    w = torch.randn(n, device="cuda", dtype=dtype)
-    out.append(time_pair("rms 64x131072", lambda i: (lambda: torch.ops.tileops.norm_rms_norm_fwd(xs[i], w, [n])),
-                         xs, ys, b, n_sets))
-    m, n = 4, 128256
-    b = 2 * m * n * dtype.itemsize
-    n_sets = harness.n_sets_for(b)
-    xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
-    ys = [torch.empty_like(x) for x in xs]
-    out.append(time_pair("softmax 4x128256", lambda i: (lambda: torch.ops.tileops.reduction_softmax_fwd(xs[i], -1)),
-                         xs, ys, b, n_sets))
-    m, n = 8192, 8192
-    b = 2 * m * n * dtype.itemsize
-    n_sets = harness.n_sets_for(b)
-    xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
-    ys = [torch.empty_like(x) for x in xs]
-    for name in ("relu", "silu"):
-        op = getattr(torch.ops.tileops, f"activation_{name}_fwd")
-        out.append(time_pair(f"{name} 8192x8192", lambda i, op=op: (lambda: op(xs[i])), xs, ys, b, n_sets))
+    knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
+                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_"))) or "defaults"
+    ops = torch.ops.tileops
+    w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
+    out = [time_vs_copy("rms 64x131072", 64, 131072, lambda x: ops.norm_rms_norm_fwd(x, w, [131072])),
+           time_vs_copy("softmax 4x128256", 4, 128256, lambda x: ops.reduction_softmax_fwd(x, -1)),
+           time_vs_copy("relu 8192x8192", 8192, 8192, ops.activation_relu_fwd),
+           time_vs_copy("silu 8192x8192", 8192, 8192, ops.activation_silu_fwd)]
     print(f"[{knobs}] " + " | ".join(out))
 
 

@@ -125,8 +125,7 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   p.db = layer && db;
   p.eps_bits = float_bits(eps);
   const int elem = static_cast<int>(c10::elementSize(dtype));
-  p.vec = std::max(1, std::min(16 / elem, max_vec));
-  while (p.vec > 1 && n % p.vec != 0) p.vec /= 2;
+  p.vec = row_access_width(dtype, n, max_vec);
   const int64_t vecs = n / p.vec;
   // Threads per row as in the forward: about kTarget vectors a thread on up to 256 threads, then up
   // to 8 on wider CTAs. TILEOPS_NORM_BWD_VECS_PER_THREAD overrides kTarget (experiments).

@@ -121,7 +121,7 @@ bool streaming_applies(const RmsNormProblem&) { return true; }
 constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
 
 RmsNormProblem problem_of(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major) {
-  return RmsNormProblem{dtype, n, rms_norm_vec(dtype, n, max_vec), cc_major};
+  return RmsNormProblem{dtype, n, row_access_width(dtype, n, max_vec), cc_major};
 }
 
 }  // namespace
@@ -140,12 +140,6 @@ const char* rms_norm_impl_name(RmsNormImpl impl) {
   for (const auto& i : rms_norm_implementations())
     if (i.id == static_cast<int>(impl)) return i.name;
   return "?";
-}
-
-int rms_norm_vec(c10::ScalarType dtype, int64_t n, int max_vec) {
-  int vec = std::min(16 / elem_size(dtype), max_vec);
-  while (vec > 1 && n % vec != 0) vec /= 2;
-  return vec;
 }
 
 RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec,

@@ -54,8 +54,6 @@ struct RmsNormSlots {
 
 const std::vector<Implementation<RmsNormProblem>>& rms_norm_implementations();
 const char* rms_norm_impl_name(RmsNormImpl impl);
-// Widest access (elements) a row allows given what the pointers' alignment allows.
-int rms_norm_vec(c10::ScalarType dtype, int64_t n, int max_vec);
 
 // max_vec: the widest access the pointers' alignment allows (1..16/elem_size). cc_major: the
 // device's compute capability (0 = unknown: never a cluster).

@@ -120,6 +120,12 @@ int access_width(std::initializer_list<const void*> ptrs, int elem_size) {
   return std::max(1, bytes / elem_size);
 }
 
+int row_access_width(c10::ScalarType dtype, int64_t n, int max_vec) {
+  int vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
+  while (vec > 1 && n % vec != 0) vec /= 2;
+  return vec;
+}
+
 std::string arch_for(int cc_major, int cc_minor) {
   std::string arch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
   if (cc_major == 9 && cc_minor == 0) arch += "a";

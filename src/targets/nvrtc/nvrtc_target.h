@@ -53,6 +53,9 @@ uint32_t float_bits(float f);                     // a float as a template argum
 // Widest access, in elements (a power of two of at most 16 bytes), that every pointer's alignment
 // allows; null pointers are ignored.
 int access_width(std::initializer_list<const void*> ptrs, int elem_size);
+// Widest access (elements, at most 16 bytes) for rows of n elements, given the widest the pointers'
+// alignment allows (max_vec): every row then starts on an access boundary.
+int row_access_width(c10::ScalarType dtype, int64_t n, int max_vec);
 
 // Call phase: one cuLaunchKernel on the current torch stream of the kernel's device.
 void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);

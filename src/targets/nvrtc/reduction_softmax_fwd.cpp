@@ -144,12 +144,6 @@ KernelBuilder make_builder(bool log) {
 
 bool softmax_wants_split(int64_t n, int64_t rows) { return n >= 16384 && rows < 128; }
 
-int softmax_vec(c10::ScalarType dtype, int64_t n, int max_vec) {
-  int vec = std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec);
-  while (vec > 1 && n % vec != 0) vec /= 2;
-  return vec;
-}
-
 namespace {
 
 // Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..16 CTAs of at most 16 KB each.
@@ -199,7 +193,7 @@ const char* softmax_impl_name(SoftmaxImpl impl) {
 }
 
 SoftmaxImpl select_softmax(c10::ScalarType dtype, int64_t n, int max_vec, int64_t rows, int cc_major) {
-  const SoftmaxProblem q{dtype, n, softmax_vec(dtype, n, max_vec), rows, cc_major};
+  const SoftmaxProblem q{dtype, n, row_access_width(dtype, n, max_vec), rows, cc_major};
   return static_cast<SoftmaxImpl>(select_implementation("tileops::reduction_softmax_fwd", softmax_implementations(), q).id);
 }
 
@@ -210,7 +204,7 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
   p.n = static_cast<int>(n);
   p.log = log;
   const int elem = static_cast<int>(c10::elementSize(dtype));
-  p.vec = softmax_vec(dtype, n, max_vec);
+  p.vec = row_access_width(dtype, n, max_vec);
   const int64_t vecs = n / p.vec;
   if (impl == SoftmaxImpl::kCluster) {
     plan_cluster(p);

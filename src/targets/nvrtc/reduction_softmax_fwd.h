@@ -53,7 +53,6 @@ bool softmax_wants_split(int64_t n, int64_t rows);
 
 const std::vector<Implementation<SoftmaxProblem>>& softmax_implementations();
 const char* softmax_impl_name(SoftmaxImpl impl);
-int softmax_vec(c10::ScalarType dtype, int64_t n, int max_vec);
 // max_vec: the widest access the pointers' alignment allows; cc_major 0 = unknown (no cluster).
 SoftmaxImpl select_softmax(c10::ScalarType dtype, int64_t n, int max_vec, int64_t rows, int cc_major);
 SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, SoftmaxImpl impl);
