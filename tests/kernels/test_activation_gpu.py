@@ -108,6 +108,46 @@ def test_sigmoid_cuda_graph_and_compile_with_integer_x():
     torch.testing.assert_close(out, torch.sigmoid(x) + 1, **TOL[torch.float32])
 
 
+# float64 references that stay accurate in the tails (0.5 * (1 + erf) cancels for very negative x).
+EXACT64 = {
+    "silu": lambda x: x * torch.sigmoid(x),
+    "sigmoid": torch.sigmoid,
+    "gelu_none": lambda x: 0.5 * x * torch.special.erfc(-x / 2 ** 0.5),
+    # 0.5 * (1 + tanh(u)) cancels for very negative x even in float64; it equals sigmoid(2u).
+    "gelu_tanh": lambda x: x * torch.sigmoid(2 * 0.7978845608028654 * (x + 0.044715 * x ** 3)),
+}
+
+
+def ulps_apart(a, b):
+    """|a - b| in units of the last place of b (elementwise, a and b of one 16-bit dtype)."""
+    inf = torch.tensor(float("inf"), dtype=b.dtype, device=b.device)
+    ulp = (torch.nextafter(b.abs(), inf).double() - b.abs().double())
+    return (a.double() - b.double()).abs() / ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", sorted(EXACT64))
+def test_16bit_fast_forms_are_within_one_ulp_of_the_exact_value(name, dtype):
+    # The 16-bit kernels use ex2/rcp.approx (and a Chebyshev erfc for GELU) instead of expf/erff/
+    # tanhf: each result must be the correctly rounded value or its neighbour, tails included.
+    op, _, params, ref = UNARY[name]
+    x = torch.linspace(-14, 14, 1 << 20, device="cuda").to(dtype)
+    y = op(x, *params)
+    exact = EXACT64[name](x.double()).to(dtype)
+    # Results below 1e-30 (float16: its subnormals) are compared absolutely: the fp32 math flushes
+    # them to zero, as torch's own fp32 math does (its 1 + erf and 1 + tanh round to 0 there).
+    floor = max(torch.finfo(dtype).tiny, 1e-30)
+    tiny = exact.abs() < floor
+    apart = ulps_apart(y[~tiny], exact[~tiny])
+    worst = int(apart.argmax())
+    assert float(apart[worst]) <= 1.0, (f"x={float(x[~tiny][worst])}: {float(y[~tiny][worst])} vs exact "
+                                        f"{float(exact[~tiny][worst])} ({float(apart[worst])} ulps)")
+    if bool(tiny.any()):
+        assert float((y[tiny].double() - exact[tiny].double()).abs().max()) <= 2 * floor
+    special = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0], device="cuda", dtype=dtype)
+    torch.testing.assert_close(op(special, *params), ref(special), equal_nan=True)
+
+
 def test_relu_nan_and_signed_zero():
     x = torch.tensor([float("nan"), -0.0, -1.0, 3.0, float("inf"), float("-inf")] * 5, device="cuda")
     torch.testing.assert_close(ops.activation_relu_fwd(x), torch.relu(x), equal_nan=True)

@@ -17,18 +17,48 @@ __device__ __forceinline__ float rcp_approx(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+
+// Phi(x), the standard normal CDF, from erfc(z) = t * exp(p(t) - z^2) with t = 1 / (1 + z / 2),
+// z = |x| / sqrt(2), and p the degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error
+// below 1.2e-7 for every z >= 0, so the far tails stay accurate too). Branch-free, one ex2 and one
+// rcp: libdevice's erff takes two polynomial paths that a warp of mixed |x| runs both of, which
+// made GELU compute-bound on the H200 (docs/PERF.md). Phi(+inf) = 1, Phi(-inf) = 0, Phi(NaN) = NaN.
+__device__ __forceinline__ float normal_cdf(float x) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float z = fabsf(x) * 0.70710678118654752f;
+  const float t = rcp_approx(fmaf(0.5f, z, 1.f));
+  float p = 0.17087277f;
+  p = fmaf(p, t, -0.82215223f);
+  p = fmaf(p, t, 1.48851587f);
+  p = fmaf(p, t, -1.13520398f);
+  p = fmaf(p, t, 0.27886807f);
+  p = fmaf(p, t, -0.18628806f);
+  p = fmaf(p, t, 0.09678418f);
+  p = fmaf(p, t, 0.37409196f);
+  p = fmaf(p, t, 1.00002368f);
+  p = fmaf(p, t, -1.26551223f);
+  const float half_erfc = 0.5f * t * exp2_approx((p - z * z) * kLog2e);  // Phi(-|x|)
+  return x >= 0.f ? 1.f - half_erfc : half_erfc;
+}
 }  // namespace act_detail
 
 // FAST (chosen by the kernels when the result is rounded to float16/bfloat16): the logistic
 // function from ex2.approx and rcp.approx (relative error ~2^-22, far below half an ulp of a
 // 16-bit result) instead of expf and an IEEE division, which made SiLU compute-bound at 128 MB on
-// the H200. Limits agree with the exact form: 1/(1+inf) = 0, and silu(-inf) is NaN in both.
+// the H200; GELU from normal_cdf above and tanh-GELU as x times a logistic. Limits agree with the
+// exact forms: 1/(1+inf) = 0, silu(-inf) and gelu(-inf) are NaN in both.
 template <int ACT, bool FAST = false>
 __device__ __forceinline__ float activate(float x) {
   constexpr float kLog2e = 1.4426950408889634f;
   if constexpr (FAST && (ACT == kActSilu || ACT == kActSigmoid)) {
     const float sig = act_detail::rcp_approx(1.f + act_detail::exp2_approx(-x * kLog2e));
     return ACT == kActSilu ? x * sig : sig;
+  } else if constexpr (FAST && ACT == kActGeluTanh) {
+    // 0.5 * (1 + tanh(u)) is the logistic function of 2u: one ex2 and one rcp instead of tanhf.
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return x * act_detail::rcp_approx(1.f + act_detail::exp2_approx(-2.f * kLog2e * u));
+  } else if constexpr (FAST && ACT == kActGelu) {
+    return x * act_detail::normal_cdf(x);
   } else if constexpr (ACT == kActRelu) {
     return x <= 0.f ? 0.f : x;  // NaN fails the test and stays NaN, as torch.relu
   } else if constexpr (ACT == kActSilu) {
