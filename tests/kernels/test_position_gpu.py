@@ -31,7 +31,7 @@ def inputs(t, hq, hk, d, rot, dtype, max_pos=4096):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("t,hq,hk,d,rot", [(1, 32, 8, 128, 128), (1000, 32, 32, 128, 128), (37, 16, 2, 80, 32),
                                            (5, 3, 1, 65, 64), (9, 2, 1, 256, 64), (300, 1, 1, 64, 2),
-                                           (4, 1, 1, 512, 512), (3, 2, 2, 4096, 4096)])
+                                           (4, 1, 1, 512, 512), (3, 2, 2, 4096, 4096), (11, 4, 2, 128, 24)])
 def test_matches_formula_and_reference(neox, dtype, t, hq, hk, d, rot):
     positions, q, k, cache = inputs(t, hq, hk, d, rot, dtype)
     q_ref, k_ref = rope_ref(positions, q, cache, neox), rope_ref(positions, k, cache, neox)

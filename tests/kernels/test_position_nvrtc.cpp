@@ -54,6 +54,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          RopeCase{c10::kFloat, 256, 64, false, 16},      // partial rotary
                                          RopeCase{c10::kHalf, 80, 32, true, 16},         // rot < head_dim, vec 8
                                          RopeCase{c10::kBFloat16, 65, 2, false, 16},     // odd head_dim: scalar
+                                         RopeCase{c10::kHalf, 128, 24, false, 16},       // GPT-J 4 pairs an access
+                                         RopeCase{c10::kHalf, 128, 2, false, 16},        // GPT-J one pair, vec 2
                                          RopeCase{c10::kFloat, 128, 128, true, 1},       // misaligned pointers
                                          RopeCase{c10::kHalf, 512, 512, true, 16},       // lanes loop
                                          // The cache in q's dtype (dtype_combos): one 16-byte cos load
@@ -71,6 +73,19 @@ TEST(RopePlan, WidestAccessTheLayoutAndPointersAllow) {
   EXPECT_EQ(plan_rope(c10::kHalf, 128, 24, true, 8).vec, 4);     // rot/2 = 12
   EXPECT_EQ(plan_rope(c10::kHalf, 65, 64, false, 8).vec, 1);     // odd head_dim: rows misaligned
   EXPECT_EQ(plan_rope(c10::kHalf, 128, 2, true, 8).vec, 1);      // one pair
+}
+
+TEST(RopePlan, GptjUnitsAreOneContiguousAccessOfHalfAsManyPairs) {
+  // GPT-J pairs are adjacent, so one 16-byte access holds vec / 2 pairs: a rotary dim that caps a
+  // neox access at 4 elements (rot/2 = 12) still allows 8 here, and a single pair one access of 2.
+  EXPECT_EQ(plan_rope(c10::kHalf, 128, 24, false, 8).vec, 8);
+  EXPECT_EQ(tileops::nvrtc::rope_pairs(plan_rope(c10::kHalf, 128, 24, false, 8)), 4);
+  EXPECT_EQ(plan_rope(c10::kHalf, 128, 2, false, 8).vec, 2);
+  EXPECT_EQ(tileops::nvrtc::rope_pairs(plan_rope(c10::kHalf, 128, 2, false, 8)), 1);
+  EXPECT_EQ(tileops::nvrtc::rope_pairs(plan_rope(c10::kHalf, 65, 64, false, 8)), 1);  // vec 1: two accesses
+  // 128-dim bf16 heads: 16 lanes of 8 contiguous elements (neox: 8 lanes, two accesses each).
+  EXPECT_EQ(tileops::nvrtc::rope_launch_shape(plan_rope(c10::kBFloat16, 128, 128, false, 8), 64).lanes, 16);
+  EXPECT_EQ(tileops::nvrtc::rope_launch_shape(plan_rope(c10::kBFloat16, 128, 128, true, 8), 64).lanes, 8);
 }
 
 TEST(RopePlan, LaunchShapeCoversHeadsThenTokens) {

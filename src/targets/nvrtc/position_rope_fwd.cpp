@@ -106,9 +106,11 @@ RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, boo
                    c10::ScalarType cache_dtype) {
   RopePlan p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype};
   p.vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
-  while (p.vec > 1 && ((rot_dim / 2) % p.vec != 0 || head_dim % p.vec != 0)) p.vec /= 2;
+  while (p.vec > 1 && ((rot_dim / 2) % rope_pairs(p) != 0 || head_dim % p.vec != 0)) p.vec /= 2;
   return p;
 }
+
+int rope_pairs(const RopePlan& p) { return p.neox ? p.vec : std::max(1, p.vec / 2); }
 
 std::string rope_name(const RopePlan& p, const std::string& arch) {
   return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__c" +
@@ -126,7 +128,7 @@ jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
 
 RopeLaunch rope_launch_shape(const RopePlan& p, int64_t heads) {
   // Mirrors RopeShape in rope_fwd.cuh: a lane per unit, at most 128 lanes (they loop beyond).
-  const int units = p.rot_dim / 2 / p.vec;
+  const int units = p.rot_dim / 2 / rope_pairs(p);
   RopeLaunch s{};
   s.lanes = std::min(units, 128);
   s.slots = static_cast<int>(std::clamp<int64_t>(heads, 1, std::max(1, 256 / s.lanes)));

@@ -15,7 +15,7 @@ struct RopePlan {
   c10::ScalarType dtype;  // q's and k's
   int head_dim;
   int rot_dim;
-  int vec;    // rotation pairs per unit (16-byte accesses when the layout and pointers allow)
+  int vec;    // elements an access (16 bytes when the layout and pointers allow)
   bool neox;
   c10::ScalarType cache_dtype = c10::ScalarType::Float;  // float32 or q's dtype (dtype_combos)
 };
@@ -24,6 +24,8 @@ struct RopePlan {
 // cache's alignment in).
 RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
                    c10::ScalarType cache_dtype = c10::ScalarType::Float);
+// Rotation pairs a thread's unit holds: neox vec (two accesses), GPT-J vec / 2 (one access, or 1).
+int rope_pairs(const RopePlan& p);
 std::string rope_name(const RopePlan& p, const std::string& arch);
 jit::KernelSource rope_source(const RopePlan& p, const std::string& arch);
 
