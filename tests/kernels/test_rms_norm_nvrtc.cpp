@@ -138,8 +138,12 @@ class LayerNormCompiles : public ::testing::TestWithParam<const char*> {};
 TEST_P(LayerNormCompiles, ToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const char* arch = GetParam();
-  // Register-resident and streaming rows, with and without weight/bias.
+  // Register-resident rows with weight/bias prefetched with x (<= 64 bytes a thread) or loaded
+  // after the reductions (16384), each of weight/bias alone, none, and streaming rows.
   for (auto [dtype, n, weight, bias] : {std::tuple{c10::kBFloat16, int64_t{4096}, true, true},
+                                        std::tuple{c10::kBFloat16, int64_t{16384}, true, true},
+                                        std::tuple{c10::kBFloat16, int64_t{128}, true, false},
+                                        std::tuple{c10::kHalf, int64_t{4096}, false, false},
                                         std::tuple{c10::kHalf, int64_t{1000}, false, true},
                                         std::tuple{c10::kFloat, int64_t{1} << 18, true, false}}) {
     const auto plan = tileops::nvrtc::plan_rms_norm(dtype, n, weight, 1e-5f, 16);

@@ -4,7 +4,8 @@
 // stays in registers and mean/variance are two exact passes over them; without it (very long rows)
 // the row is read three times (mean, variance, output), the re-reads mostly from L2.
 // Measured on the H200 (docs/PERF.md): merging per-thread (count, mean, M2) summaries in one
-// reduction instead of the two below was 8-10 % slower, so the exact two-pass form stays.
+// reduction instead of the two below was 8-10 % slower, so the exact two-pass form stays; what held
+// LayerNorm back was when its loads were issued (below).
 #pragma once
 #include "common/dtypes.cuh"
 #include "common/reduce.cuh"
@@ -19,6 +20,9 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   constexpr int kVecs = N / VEC;
   constexpr int kPerThread = (kVecs + TPR - 1) / TPR;
   constexpr bool kExact = kVecs % TPR == 0;
+  // Weight and bias vectors are loaded with x when registers allow (as RMSNorm's weight), so the
+  // output pass does not wait for another round trip to L2 after the two reductions.
+  constexpr bool kPrefetch = (HAS_WEIGHT || HAS_BIAS) && CACHE && kPerThread * VEC * sizeof(T) <= 64;
   __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
 
   const int t = threadIdx.x % TPR;
@@ -29,10 +33,8 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   const V* wr = reinterpret_cast<const V*>(w);
   const V* br = reinterpret_cast<const V*>(b);
 
-  auto emit = [&](int c, const V& v, float mean, float rstd) {
-    V out, wv, bv;
-    if constexpr (HAS_WEIGHT) wv = wr[c];
-    if constexpr (HAS_BIAS) bv = br[c];
+  auto emit = [&](int c, const V& v, const V& wv, const V& bv, float mean, float rstd) {
+    V out;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       float f = (to_float(v.v[j]) - mean) * rstd;
@@ -42,15 +44,38 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
     }
     yr[c] = out;
   };
+  auto load_w = [&](int c) {
+    V v;
+    if constexpr (HAS_WEIGHT) v = wr[c];
+    return v;
+  };
+  auto load_b = [&](int c) {
+    V v;
+    if constexpr (HAS_BIAS) v = br[c];
+    return v;
+  };
 
   float sum = 0.f;
   if constexpr (CACHE) {
     V cache[kPerThread];
+    V wcache[kPrefetch && HAS_WEIGHT ? kPerThread : 1];
+    V bcache[kPrefetch && HAS_BIAS ? kPerThread : 1];
+    // Every load is issued before the first use. With one loop that summed each vector as it
+    // arrived, 4096x16384 bf16 ran at 0.53 of copy (ncu: long-scoreboard stalls at 2 CTAs an SM,
+    // 128 registers); with the loops split, 0.90 (docs/PERF.md).
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
         cache[i] = xr[c];
+        if constexpr (kPrefetch && HAS_WEIGHT) wcache[i] = wr[c];
+        if constexpr (kPrefetch && HAS_BIAS) bcache[i] = br[c];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int c = i * TPR + t;
+      if (active && (kExact || c < kVecs)) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) sum += to_float(cache[i].v[j]);
       }
@@ -70,7 +95,13 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
-      if (active && (kExact || c < kVecs)) emit(c, cache[i], mean, rstd);
+      if (active && (kExact || c < kVecs)) {
+        if constexpr (kPrefetch) {
+          emit(c, cache[i], wcache[HAS_WEIGHT ? i : 0], bcache[HAS_BIAS ? i : 0], mean, rstd);
+        } else {
+          emit(c, cache[i], load_w(c), load_b(c), mean, rstd);
+        }
+      }
     }
   } else {
     for (int c = t; active && c < kVecs; c += TPR) {
@@ -87,7 +118,7 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
       for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
     }
     const float rstd = rsqrtf(group_sum<TPR>(sq, scratch) / N + __uint_as_float(EPS_BITS));
-    for (int c = t; active && c < kVecs; c += TPR) emit(c, xr[c], mean, rstd);
+    for (int c = t; active && c < kVecs; c += TPR) emit(c, xr[c], load_w(c), load_b(c), mean, rstd);
   }
 }
 
