@@ -249,20 +249,24 @@ __device__ __forceinline__ void store_partials(const FVec<VEC> (&acc)[PER], floa
 }  // namespace norm_bwd
 
 // Sums the workspace rows part[0 .. parts-1][n] per column, in a fixed order (warp w takes rows w,
-// w + 8, ... sequentially, then warps 0..7 in order), and rounds once to T. parts == 0 (no rows)
-// writes zeros. Grid: ceil(n / 32) CTAs of 256 threads; lane = column.
+// w + kReduceWarps, ... sequentially, then the warps' sums in warp order), and rounds once to T.
+// parts == 0 (no rows) writes zeros. Grid: ceil(n / 32) CTAs of 32 * kReduceWarps threads; lane =
+// column. 32 warps, not 8: with one CTA per 32 columns the loads in flight per SM bound this kernel
+// (ncu: 6.2 us of 107 for 16384x4096 at 8 warps, long-scoreboard stalls; docs/PERF.md).
+constexpr int kReduceWarps = 32;
+
 template <typename T, bool DW, bool DB>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32 * kReduceWarps)
 norm_bwd_reduce(const float* __restrict__ part_w, const float* __restrict__ part_b, T* __restrict__ dweight,
                 T* __restrict__ dbias, int parts, int n) {
-  __shared__ float sw[DW ? 8 : 1][32];
-  __shared__ float sb[DB ? 8 : 1][32];
+  __shared__ float sw[DW ? kReduceWarps : 1][32];
+  __shared__ float sb[DB ? kReduceWarps : 1][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int col = blockIdx.x * 32 + lane;
   float aw = 0.f, ab = 0.f;
   if (col < n) {
-#pragma unroll 8
-    for (int p = warp; p < parts; p += 8) {
+#pragma unroll 4
+    for (int p = warp; p < parts; p += kReduceWarps) {
       const long long at = static_cast<long long>(p) * n + col;
       if constexpr (DW) aw += part_w[at];
       if constexpr (DB) ab += part_b[at];
@@ -275,13 +279,13 @@ norm_bwd_reduce(const float* __restrict__ part_w, const float* __restrict__ part
     if constexpr (DW) {
       float s = sw[0][lane];
 #pragma unroll
-      for (int w = 1; w < 8; ++w) s += sw[w][lane];
+      for (int w = 1; w < kReduceWarps; ++w) s += sw[w][lane];
       dweight[col] = from_float<T>(s);
     }
     if constexpr (DB) {
       float s = sb[0][lane];
 #pragma unroll
-      for (int w = 1; w < 8; ++w) s += sb[w][lane];
+      for (int w = 1; w < kReduceWarps; ++w) s += sb[w][lane];
       dbias[col] = from_float<T>(s);
     }
   }

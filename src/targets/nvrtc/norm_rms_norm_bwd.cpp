@@ -99,7 +99,8 @@ class NormBwdKernel final : public Kernel {
       int parts = static_cast<int>(grid);
       int n = p_.n;
       void* args[] = {&part_w, &part_b, &dweight, &dbias, &parts, &n};
-      nvrtc::launch(*reduce_, static_cast<unsigned>((p_.n + 31) / 32), 256, 0, args);
+      // 32 warps a CTA: kReduceWarps in norm_bwd_common.cuh.
+      nvrtc::launch(*reduce_, static_cast<unsigned>((p_.n + 31) / 32), 1024, 0, args);
     }
   }
 
