@@ -3,11 +3,16 @@
 #   scripts/prepare_gpu_deps.sh   # here, once: spdlog/fmt/googletest into .deps
 #   device run: bash scripts/gpu_check.sh   with carry=[".deps"]
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
-# benchmarks, and prints a short table last. Logs and JSON go to $OUT when set.
+# benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
+# SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="TILEOPS_X=1 TILEOPS_X=2", PROFILE=1|"names".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/tileops-gpu-out}
-mkdir -p "$OUT"
+# Logs and JSON go to a work folder; on exit they are packed into $OUT/gpu_logs.tar.gz (the device
+# tool returns at most 8 files from $OUT).
+DEST=${OUT:-/tmp/tileops-gpu-out}
+OUT=$(mktemp -d /tmp/tileops-gpu-logs.XXXX)
+mkdir -p "$DEST"
+trap 'tar -czf "$DEST/gpu_logs.tar.gz" -C "$OUT" . 2>/dev/null' EXIT
 PY=${PYTHON:-python3}
 export TILEOPS_CACHE_DIR=${TILEOPS_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
@@ -26,6 +31,7 @@ if [ -z "${SKIP_CTEST:-}" ]; then
   grep -E "tests passed|tests failed|FAILED|Failed" "$OUT/ctest.log" | head -20
 fi
 
+if [ -z "${SKIP_PYTEST:-}" ]; then
 step "pytest (all, GPU included)"
 # Deselected here: on the runner's torch 2.11 a c10::IndexError raised from the reference RoPE target
 # crashed the process (see docs/PERF.md, scripts/debug/probe_index_error.py); it passes on 2.14.
@@ -33,6 +39,33 @@ $PY -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-tests --timeout=150 -rf \
   --deselect tests/position/test_rope.py::test_out_of_range_positions_are_an_index_error_and_nothing_is_written} \
   >"$OUT/pytest.log" 2>&1 || status=1
 grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
+fi
+
+if [ -n "${SWEEP_ENV:-}" ]; then
+  # SWEEP_ENV="A=1 A=2,B=3": one `sweep.py $SWEEP_ARGS` (default --norm) process per
+  # space-separated item, with its comma-separated knob settings in the environment (planner knobs
+  # are read once per process).
+  step "knob sweep"
+  for item in $SWEEP_ENV; do
+    (cd scripts/bench && env ${item//,/ } $PY sweep.py ${SWEEP_ARGS:---norm}) 2>&1 | grep -v "^W[0-9]" | tee -a "$OUT/sweep.txt"
+  done
+fi
+
+if [ -n "${PROFILE:-}" ]; then
+  # PROFILE=1 (every workload of scripts/bench/ncu_profile.py) or PROFILE="name ...": Nsight Compute,
+  # clocks left alone, one process a workload; raw metrics to $OUT/profile.csv, summary printed.
+  step "ncu profiles"
+  names=$PROFILE; [ "$names" = 1 ] && names=$($PY scripts/bench/ncu_profile.py list)
+  mkdir -p /tmp/tileops-prof
+  for n in $names; do
+    ncu --profile-from-start off --clock-control none --set full -f -o "/tmp/tileops-prof/$n" \
+      $PY scripts/bench/ncu_profile.py run "$n" >"/tmp/tileops-prof/$n.log" 2>&1 || { status=1; tail -5 "/tmp/tileops-prof/$n.log"; }
+    ncu --import "/tmp/tileops-prof/$n.ncu-rep" --page raw --csv >"/tmp/tileops-prof/$n.csv" 2>/dev/null
+    ncu --import "/tmp/tileops-prof/$n.ncu-rep" --page details >>"$OUT/profile_details.txt" 2>/dev/null
+  done
+  for n in $names; do echo "## $n"; cat "/tmp/tileops-prof/$n.csv"; done >"$OUT/profile.csv"
+  $PY scripts/bench/ncu_profile.py summarize /tmp/tileops-prof | tee "$OUT/profile_summary.txt"
+fi
 
 [ -n "${SKIP_BENCH:-}" ] && exit $status
 step "benchmarks"

@@ -2,12 +2,15 @@
 planner knobs in the environment, read once per process, so run one process per setting:
   cluster shape (RMSNorm 64x131072, softmax 4x128256 bf16): TILEOPS_CLUSTER_CTA_BYTES,
       TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX;
-  elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread).
+  elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread);
+  --norm: row-per-CTA kernels (RMSNorm, LayerNorm, fused add, softmax) under TILEOPS_RMS_VECS_PER_THREAD,
+      TILEOPS_SOFTMAX_VECS_PER_THREAD; --softmax: the softmax rows alone.
     for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
 
@@ -26,11 +29,38 @@ def time_vs_copy(name: str, m: int, n: int, call) -> str:
     return f"{name} ours {ours:6.1f} µs copy {copy:5.1f} µs copy/ours {copy / ours:4.2f}"
 
 
+def norm_rows(ops, softmax_only: bool = False) -> list[str]:
+    out = []
+    for m, n in ((2048, 4096), (2048, 8192), (4096, 16384)) if not softmax_only else ():
+        w, b = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        out.append(time_vs_copy(f"rms {m}x{n}", m, n, lambda x: ops.norm_rms_norm_fwd(x, w, [n])))
+        out.append(time_vs_copy(f"ln {m}x{n}", m, n, lambda x: ops.norm_layer_norm_fwd(x, w, b, [n])))
+        # In place on a residual per input set (made at warm-up, before capture): 4 streams, so
+        # copy/ours is over half the bytes.
+        res: dict[int, torch.Tensor] = {}
+
+        def residual(x):
+            if x.data_ptr() not in res:
+                res[x.data_ptr()] = torch.randn_like(x)
+            return res[x.data_ptr()]
+        out.append(time_vs_copy(f"fadd(2x bytes) {m}x{n}", m, n,
+                                lambda x: ops.norm_fused_add_rms_norm_fwd_writes_residual(x, residual(x), w, [n])))
+    out.append(time_vs_copy("softmax 4096x4096", 4096, 4096, lambda x: ops.reduction_softmax_fwd(x, -1)))
+    out.append(time_vs_copy("log_softmax 4096x4096", 4096, 4096, lambda x: ops.reduction_log_softmax_fwd(x, -1)))
+    return out
+
+
 def main() -> None:
     tileops.load()
     knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
-                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_"))) or "defaults"
+                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_"))) or "defaults"
     ops = torch.ops.tileops
+    if "--softmax" in sys.argv:
+        print(f"[{knobs}] " + " | ".join(norm_rows(ops, softmax_only=True)))
+        return
+    if "--norm" in sys.argv:
+        print(f"[{knobs}]\n  " + "\n  ".join(norm_rows(ops)))
+        return
     w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
     out = [time_vs_copy("rms 64x131072", 64, 131072, lambda x: ops.norm_rms_norm_fwd(x, w, [131072])),
            time_vs_copy("softmax 4x128256", 4, 128256, lambda x: ops.reduction_softmax_fwd(x, -1)),

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "targets/builtin.h"
@@ -221,8 +222,14 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
   }
   p.splits = 1;
   // Like RMSNorm (docs/PERF.md): about 4 vectors a thread on up to 256 threads a row, then up to 8,
-  // then wider CTAs; short rows share a CTA (a warp slice each).
-  p.tpr = std::min<int>(256, next_pow2((vecs + 3) / 4));
+  // then wider CTAs; short rows share a CTA (a warp slice each). TILEOPS_SOFTMAX_VECS_PER_THREAD
+  // replaces the 4, for tuning sweeps (scripts/bench/sweep.py).
+  static const int kTarget = [] {
+    const char* env = std::getenv("TILEOPS_SOFTMAX_VECS_PER_THREAD");
+    const int v = env ? std::atoi(env) : 0;
+    return v >= 1 && v <= 8 ? v : 4;
+  }();
+  p.tpr = std::min<int>(256, next_pow2((vecs + kTarget - 1) / kTarget));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
   const int regs_per_vec = std::max(1, p.vec * elem / 4);
