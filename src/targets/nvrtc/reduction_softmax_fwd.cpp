@@ -221,13 +221,14 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
     return p;
   }
   p.splits = 1;
-  // Like RMSNorm (docs/PERF.md): about 4 vectors a thread on up to 256 threads a row, then up to 8,
-  // then wider CTAs; short rows share a CTA (a warp slice each). TILEOPS_SOFTMAX_VECS_PER_THREAD
-  // replaces the 4, for tuning sweeps (scripts/bench/sweep.py).
+  // About 2 vectors a thread on up to 256 threads a row, then up to 8, then wider CTAs; short rows
+  // share a CTA (a warp slice each). 2, not RMSNorm's 4: 4096x4096 bf16 ran 20.5 us vs 22.1 at 4 and
+  // 26.6 at 8 (H200 sweep, docs/PERF.md; other row lengths not swept).
+  // TILEOPS_SOFTMAX_VECS_PER_THREAD replaces the 2, for tuning sweeps (scripts/bench/sweep.py).
   static const int kTarget = [] {
     const char* env = std::getenv("TILEOPS_SOFTMAX_VECS_PER_THREAD");
     const int v = env ? std::atoi(env) : 0;
-    return v >= 1 && v <= 8 ? v : 4;
+    return v >= 1 && v <= 8 ? v : 2;
   }();
   p.tpr = std::min<int>(256, next_pow2((vecs + kTarget - 1) / kTarget));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
