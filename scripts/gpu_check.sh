@@ -9,15 +9,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # Logs and JSON go to a work folder; on exit they are packed into $OUT/gpu_logs.tar.gz (the device
 # tool returns at most 8 files from $OUT).
+# Packed after every step too: a run killed at its time limit runs no EXIT trap.
 DEST=${OUT:-/tmp/tileops-gpu-out}
 OUT=$(mktemp -d /tmp/tileops-gpu-logs.XXXX)
 mkdir -p "$DEST"
-trap 'tar -czf "$DEST/gpu_logs.tar.gz" -C "$OUT" . 2>/dev/null' EXIT
-PY=${PYTHON:-python3}
+pack() { tar -czf "$DEST/gpu_logs.tar.gz" -C "$OUT" . 2>/dev/null; }
+trap pack EXIT
+PY=$(command -v "${PYTHON:-python3}")  # absolute: some steps run from scripts/bench
 export TILEOPS_CACHE_DIR=${TILEOPS_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
 status=0
-step() { echo "== $1 ($(date +%T))"; }
+step() { pack; echo "== $1 ($(date +%T))"; }
 
 step "configure + build"
 if ! cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$(command -v "$PY")" -DTILEOPS_DEPS_DIR="$PWD/.deps" \
@@ -47,7 +49,7 @@ if [ -n "${SWEEP_ENV:-}" ]; then
   # are read once per process).
   step "knob sweep"
   for item in $SWEEP_ENV; do
-    (cd scripts/bench && env ${item//,/ } $PY sweep.py ${SWEEP_ARGS:---norm}) 2>&1 | grep -v "^W[0-9]" | tee -a "$OUT/sweep.txt"
+    (cd scripts/bench && env ${item//,/ } $PY sweep.py ${SWEEP_ARGS:---norm}) 2>&1 | grep -v "^W[0-9]" | tee -a "$OUT/sweep.txt" || status=1
   done
 fi
 

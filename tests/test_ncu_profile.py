@@ -34,14 +34,17 @@ def test_units_are_converted_and_stalls_ranked(tmp_path, capsys):
         STALL.format("barrier"): ("1.2", ""),
         STALL.format("selected"): ("9.0", ""),                  # issuing, not a stall: left out
         STALL.format("wait"): ("0.5", ""),
+        STALL.format("not_selected"): ("0.3", ""),
     }])
     ncu_profile.summarize(str(tmp_path))
     out = capsys.readouterr().out.splitlines()
     row = next(line for line in out if line.startswith("rms_2048x8192"))
     cells = row.split()
     assert "17.2" in cells and "33.6" in cells and "78.0" in cells
-    assert row.index("long_scoreboard=6.4") < row.index("barrier=1.2") < row.index("wait=0.5")
-    assert "selected=" not in row.replace("not_selected", "")
+    # the four largest real stalls, largest first ("selected" outranks them but is not a stall)
+    assert row.index("long_scoreboard=6.4") < row.index("barrier=1.2") < row.index("wait=0.5") < \
+        row.index("not_selected=0.3")
+    assert "selected=9.0" not in row
 
 
 def test_a_workload_without_kernels_says_so(tmp_path, capsys):

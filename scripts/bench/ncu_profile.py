@@ -140,9 +140,11 @@ def summarize(folder: str) -> None:
                 if v is not None:
                     v *= UNIT_SCALE.get(units.get(metric, ""), 1)
                 cells.append(f"{v * scale:>8.1f}" if v is not None else f"{'-':>8}")
+            # "selected" is the issuing warp itself, not a stall.
             stalls = sorted(((float(v.replace(",", "")), STALL.match(k).group(1)) for k, v in rec.items()
-                             if STALL.match(k) and _num(v) is not None), reverse=True)
-            top = " ".join(f"{n}={v:.1f}" for v, n in stalls[:4] if n not in ("selected",))
+                             if STALL.match(k) and _num(v) is not None and STALL.match(k).group(1) != "selected"),
+                            reverse=True)
+            top = " ".join(f"{n}={v:.1f}" for v, n in stalls[:4])
             print(f"{name:<20}{kname:<34}" + "".join(cells) + "  " + top)
 
 

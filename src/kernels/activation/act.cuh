@@ -20,7 +20,8 @@ __device__ __forceinline__ float rcp_approx(float x) {
 
 // Phi(x), the standard normal CDF, from erfc(z) = t * exp(p(t) - z^2) with t = 1 / (1 + z / 2),
 // z = |x| / sqrt(2), and p the degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error
-// below 1.2e-7 for every z >= 0, so the far tails stay accurate too). Branch-free, one ex2 and one
+// of the fit below 1.2e-7 for every z >= 0; evaluated in fp32, ~1e-5 in the far tails, where z^2
+// is large: far below half an ulp of the 16-bit results it serves). Branch-free, one ex2 and one
 // rcp: libdevice's erff takes two polynomial paths that a warp of mixed |x| runs both of, which
 // made GELU compute-bound on the H200 (docs/PERF.md). Phi(+inf) = 1, Phi(-inf) = 0, Phi(NaN) = NaN.
 __device__ __forceinline__ float normal_cdf(float x) {
