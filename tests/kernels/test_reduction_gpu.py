@@ -61,6 +61,27 @@ def test_non_contiguous_and_misaligned_inputs(op, ref, dtype):
 
 @pytest.mark.parametrize("op,ref", OPS, ids=IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [256, 1000, 4096, 8192])
+def test_more_rows_than_resident_ctas(op, ref, dtype, n):
+    # 9001 rows: several waves of CTAs (and, for a grid that walks rows, several rows a CTA, a row
+    # count no multiple of the grid). Special rows spread over it check that no row's result leaks
+    # into another's.
+    inf = float("inf")
+    m = 9001
+    x = (torch.randn(m, n, device="cuda") * 3 + torch.arange(m, device="cuda")[:, None] % 17).to(dtype)
+    x[1::997] = -inf                 # all -inf: NaN rows, as torch
+    x[2::1009, n // 2] = float("nan")
+    x[3::1013, : n - 1] = -inf       # one finite element
+    y, expect = op(x), ref(x, -1)
+    special = torch.zeros(m, dtype=torch.bool, device="cuda")
+    special[1::997] = special[2::1009] = True
+    torch.testing.assert_close(y[special], expect[special], equal_nan=True)
+    assert y[special].isnan().all()
+    check(y[~special], x[~special], ref)
+
+
+@pytest.mark.parametrize("op,ref", OPS, ids=IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("n", [7, 1000, 4096, 65536, 128256])
 def test_inf_and_nan_rows_match_torch(op, ref, dtype, n):
     inf = float("inf")
