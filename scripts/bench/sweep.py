@@ -1,7 +1,8 @@
 """Tuning sweep (not a test): times a few of our kernels beside a copy of the same bytes under the
 planner knobs in the environment, read once per process, so run one process per setting:
   cluster shape (RMSNorm 64x131072, softmax 4x128256 bf16): TILEOPS_CLUSTER_CTA_BYTES,
-      TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX;
+      TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX, TILEOPS_STAGED_VPT (the staged RMSNorm cluster);
+      --cluster: those rows alone, with the fused add (register cluster) beside them;
   elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread);
   --norm: row-per-CTA kernels (RMSNorm, LayerNorm, fused add, softmax) under TILEOPS_RMS_VECS_PER_THREAD,
       TILEOPS_SOFTMAX_VECS_PER_THREAD; --softmax: the softmax rows alone.
@@ -53,7 +54,7 @@ def norm_rows(ops, softmax_only: bool = False) -> list[str]:
 def main() -> None:
     tileops.load()
     knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
-                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_"))) or "defaults"
+                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_STAGED_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_"))) or "defaults"
     ops = torch.ops.tileops
     if "--softmax" in sys.argv:
         print(f"[{knobs}] " + " | ".join(norm_rows(ops, softmax_only=True)))
@@ -63,9 +64,14 @@ def main() -> None:
         return
     w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
     out = [time_vs_copy("rms 64x131072", 64, 131072, lambda x: ops.norm_rms_norm_fwd(x, w, [131072])),
-           time_vs_copy("softmax 4x128256", 4, 128256, lambda x: ops.reduction_softmax_fwd(x, -1)),
-           time_vs_copy("relu 8192x8192", 8192, 8192, ops.activation_relu_fwd),
-           time_vs_copy("silu 8192x8192", 8192, 8192, ops.activation_silu_fwd)]
+           time_vs_copy("softmax 4x128256", 4, 128256, lambda x: ops.reduction_softmax_fwd(x, -1))]
+    if "--cluster" in sys.argv:
+        r = torch.randn(64, 131072, device="cuda", dtype=torch.bfloat16)  # one residual: L2-warm, a lower bound
+        out.append(time_vs_copy("fadd 64x131072", 64, 131072,
+                                lambda x: ops.norm_fused_add_rms_norm_fwd_writes_residual(x, r, w, [131072])))
+    else:
+        out += [time_vs_copy("relu 8192x8192", 8192, 8192, ops.activation_relu_fwd),
+                time_vs_copy("silu 8192x8192", 8192, 8192, ops.activation_silu_fwd)]
     print(f"[{knobs}] " + " | ".join(out))
 
 

@@ -156,14 +156,25 @@ def test_cold_compile_on_gpu_one_node_no_recompile_dynamic_batch(counters):
 
 # Rows longer than 64 KB go to the cluster implementation on sm_90 (a thread-block cluster per row,
 # DSMEM partial sums) and to the streaming one elsewhere or beyond 1 MB; 100003 is odd (scalar
-# accesses, ragged chunks), 1 << 20 float32 (4 MB) exceeds what a cluster holds.
+# accesses, ragged chunks: the register cluster), 100008 a multiple of 8 whose last chunk is short
+# (the staged cluster with a ragged end), 1 << 20 float32 (4 MB) exceeds what a cluster holds.
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [100003, 131072, 262144])
+@pytest.mark.parametrize("n", [100003, 100008, 131072, 262144])
 @pytest.mark.parametrize("m", [1, 3, 64])
 @pytest.mark.parametrize("weight", [True, False], ids=["w", "nw"])
 def test_long_rows_match_float64_reference(m, n, dtype, weight):
     x = torch.randn(m, n, device="cuda", dtype=dtype) * 3 + 0.5
     w = torch.randn(n, device="cuda", dtype=dtype) if weight else None
+    assert_close_rel(OP(x, w, [n]), rms_norm_ref(x, [n], w))
+
+
+# 16-byte accesses take the staged cluster; a row start only 2-byte aligned takes the register one.
+@pytest.mark.parametrize("offset", [0, 1])
+def test_long_rows_at_any_alignment(offset):
+    n = 131072
+    base = torch.randn(3 * n + 8, device="cuda", dtype=torch.bfloat16)
+    x = base[offset:offset + 3 * n].view(3, n)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
     assert_close_rel(OP(x, w, [n]), rms_norm_ref(x, [n], w))
 
 

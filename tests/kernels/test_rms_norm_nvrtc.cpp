@@ -85,9 +85,31 @@ TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   EXPECT_EQ(impl(c10::kBFloat16, 131072, 8), RmsNormImpl::kStreaming);        // no clusters before sm_90
   EXPECT_EQ(impl(c10::kBFloat16, 131072, 0), RmsNormImpl::kStreaming);
   const auto p = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 8, false, 9);
-  EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs holding 32 KB each, 4 vectors a thread
-  EXPECT_EQ(p.tpr, 512);
+  EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs holding 32 KB each ...
+  EXPECT_TRUE(p.staged);    // ... in shared memory (16-byte accesses), 8 vectors a thread
+  EXPECT_EQ(p.tpr, 256);
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(p), 32768);
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 65536, true, 1e-6f, 8, false, 9).cluster, 4);
+}
+
+// The staged cluster needs 16-byte accesses (bulk copies move multiples of 16 bytes) and serves
+// RMSNormFwdOp only; the fused add (which also writes the sum) and narrower accesses keep the
+// register chunk: 4 vectors a thread, no dynamic shared memory.
+TEST(RmsNormImplementations, StagedClusterOnlyForSixteenByteAccessesWithoutResidual) {
+  const auto fused = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 8, true, 9);
+  EXPECT_EQ(fused.impl, tileops::nvrtc::RmsNormImpl::kCluster);
+  EXPECT_FALSE(fused.staged);
+  EXPECT_EQ(fused.tpr, 512);
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(fused), 0);
+  const auto narrow = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 4, false, 9);  // 8-byte aligned
+  EXPECT_EQ(narrow.impl, tileops::nvrtc::RmsNormImpl::kCluster);
+  EXPECT_FALSE(narrow.staged);
+  const auto wide = plan_rms_norm(c10::kFloat, 1 << 18, true, 1e-6f, 4, false, 9);  // 128 KB a CTA
+  EXPECT_TRUE(wide.staged);
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(wide), 131072);
+  EXPECT_EQ(wide.tpr, 1024);
+  EXPECT_NE(tileops::nvrtc::rms_norm_name(wide, "sm_90a"),
+            tileops::nvrtc::rms_norm_name(plan_rms_norm(c10::kFloat, 1 << 18, true, 1e-6f, 2, false, 9), "sm_90a"));
 }
 
 TEST(RmsNormImplementations, DeclarationOrderDecidesNothing) {
@@ -114,7 +136,8 @@ TEST(RmsNormImplementations, OnlyTheClusterCarriesDeviceFactsIntoItsIdentity) {
 TEST(RmsNormClusterCompiles, ToCubinForSm90a) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   for (auto [dtype, n, max_vec] : {std::tuple{c10::kBFloat16, int64_t{131072}, 8}, std::tuple{c10::kFloat, int64_t{1} << 18, 4},
-                                   std::tuple{c10::kHalf, int64_t{100003}, 8}})  // odd row: ragged chunks
+                                   std::tuple{c10::kHalf, int64_t{100003}, 8},   // odd row: ragged chunks
+                                   std::tuple{c10::kBFloat16, int64_t{100008}, 8}})  // staged, ragged last chunk
     for (bool fused : {false, true}) {
       const auto plan = plan_rms_norm(dtype, n, true, FLT_EPSILON, max_vec, fused, 9);
       ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kCluster);

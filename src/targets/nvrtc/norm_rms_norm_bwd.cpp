@@ -28,13 +28,6 @@ namespace {
 
 namespace rop = tileops::ops::norm_rms_norm_bwd;
 
-// Tuning knobs for experiments on a GPU, read once (like TILEOPS_RMS_VECS_PER_THREAD for the forward).
-int env_int(const char* name, int lo, int hi, int fallback) {
-  const char* v = std::getenv(name);
-  const int i = v ? std::atoi(v) : 0;
-  return i >= lo && i <= hi ? i : fallback;
-}
-
 float eps_of(const OpCall& call, const NormBwdSlots& s) {
   if (s.layer) return static_cast<float>(call.params[s.eps].as_real());
   // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
@@ -130,7 +123,7 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   const int64_t vecs = n / p.vec;
   // Threads per row as in the forward: about kTarget vectors a thread on up to 256 threads, then up
   // to 8 on wider CTAs. TILEOPS_NORM_BWD_VECS_PER_THREAD overrides kTarget (experiments).
-  static const int kTarget = env_int("TILEOPS_NORM_BWD_VECS_PER_THREAD", 1, 16, 4);
+  static const int kTarget = env_int("TILEOPS_NORM_BWD_VECS_PER_THREAD", 4, 1, 16);
   p.tpr = std::min<int>(256, next_pow2((vecs + kTarget - 1) / kTarget));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   const int64_t per = (vecs + p.tpr - 1) / p.tpr;
@@ -187,7 +180,7 @@ int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm) {
   b = std::min(b, sm.blocks);
   // Static shared memory of the kernels is under 1 KB (reduction scratch).
   b = std::min(b, sm.smem / (p.smem_bytes + 1024 + sm.reserved_smem));
-  static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 1, 32, 0);
+  static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
   if (kOverride > 0) b = std::min(b, kOverride);
   return std::max(1, b);
 }
@@ -258,12 +251,7 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     const NormBwdPlan plan = plan_norm_bwd(dtype, key.words[1], slots.layer, key.words[3] != 0, dw, db, eps,
                                            static_cast<int>(key.words[5]), budget);
     LoadedKernel main = load(norm_bwd_source(plan, dev.arch), device);
-    if (plan.smem_bytes > 0) {  // opt in even under 48 KB: static + dynamic may cross it
-      jit::ScopedContext ctx(dev.context);
-      jit::check_cu(jit::driver().cuFuncSetAttribute(main.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                     plan.smem_bytes),
-                    ("shared memory size of " + main.name).c_str());
-    }
+    allow_dynamic_smem(main, plan.smem_bytes, dev);
     std::unique_ptr<LoadedKernel> reduce;
     if (plan.dw || plan.db)
       reduce = std::make_unique<LoadedKernel>(load(norm_bwd_reduce_source(dtype, plan.dw, plan.db, dev.arch), device));

@@ -52,7 +52,8 @@ class RmsNormKernel final : public Kernel {
     void** args = p_.add_residual ? fused : plain;
     const auto block = static_cast<unsigned>(p_.tpr * p_.rows);
     if (p_.impl == RmsNormImpl::kCluster)
-      nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster), 0, args);
+      nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster),
+                            static_cast<unsigned>(rms_norm_smem_bytes(p_)), args);
     else
       nvrtc::launch(k_, static_cast<unsigned>(grid), block, 0, args);
   }
@@ -86,14 +87,24 @@ void plan_row_per_cta(RmsNormPlan& p, bool cache) {
 }
 
 // Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of at most 32 KB each.
+// RMSNormFwdOp with 16-byte accesses stages the chunk in shared memory (bulk copies), at about 8
+// vectors a thread (TILEOPS_STAGED_VPT overrides, read once); the fused add keeps the register chunk
+// (it also writes the residual sum, which a staged copy of x alone would not give).
 bool plan_cluster(RmsNormPlan& p) {
+  static const int kStagedPerThread = env_int("TILEOPS_STAGED_VPT", 8, 1, 32);
   RowCluster rc{};
   // 32 KB a CTA, at most 8 CTAs: 16 KB / 16 CTAs measured slower for 64x131072 (docs/PERF.md).
-  const bool fits = plan_row_cluster(p.n / p.vec, p.vec * elem_size(p.dtype), 32768, 8, rc);
+  const int64_t vecs = p.n / p.vec;
+  const bool fits = plan_row_cluster(vecs, p.vec * elem_size(p.dtype), 32768, 8, rc);
   p.cluster = rc.cluster;
   p.tpr = rc.tpb;
   p.rows = 1;
   p.cache = true;
+  p.staged = !p.add_residual && p.vec * elem_size(p.dtype) == 16;
+  if (p.staged) {
+    const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
+    p.tpr = std::clamp(next_pow2((chunk + kStagedPerThread - 1) / kStagedPerThread), 32, 1024);
+  }
   return fits;
 }
 
@@ -160,12 +171,18 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
   return p;
 }
 
+int rms_norm_smem_bytes(const RmsNormPlan& p) {
+  if (p.impl != RmsNormImpl::kCluster || !p.staged) return 0;
+  const int64_t vecs = p.n / p.vec;
+  return static_cast<int>((vecs + p.cluster - 1) / p.cluster * 16);
+}
+
 std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
   std::string layout = "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows);
   if (p.impl == RmsNormImpl::kCluster) layout = "_b" + std::to_string(p.tpr) + "_c" + std::to_string(p.cluster);
   return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_type_name(p.dtype) +
          "__n" + std::to_string(p.n) + "__v" + std::to_string(p.vec) + layout + (p.has_weight ? "_w" : "_nw") +
-         (p.impl == RmsNormImpl::kCluster ? "_cluster" : p.cache ? "_reg" : "_stream") + "__eps" +
+         (p.impl == RmsNormImpl::kCluster ? (p.staged ? "_staged" : "_cluster") : p.cache ? "_reg" : "_stream") + "__eps" +
          std::to_string(p.eps_bits) + "__" + arch;
 }
 
@@ -177,7 +194,9 @@ jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch)
   const std::string eps = std::to_string(p.eps_bits) + "u>";
   if (p.impl == RmsNormImpl::kCluster)
     return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd_cluster.cuh",
-                       kernel + "_cluster" + head + std::to_string(p.cluster) + ", " + w + ", " + eps, arch);
+                       kernel + (p.staged ? "_cluster_staged" : "_cluster") + head + std::to_string(p.cluster) +
+                           ", " + w + ", " + eps,
+                       arch);
   return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd.cuh",
                      kernel + head + std::to_string(p.rows) + ", " + w + ", " + (p.cache ? "true" : "false") + ", " +
                          eps,
@@ -213,6 +232,7 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
                                            eps, static_cast<int>(key.words[4]), add, dev.cc_major);
     LoadedKernel k = load(rms_norm_source(plan, dev.arch), device);
     if (plan.impl == RmsNormImpl::kCluster) allow_large_clusters(k, plan.cluster);
+    allow_dynamic_smem(k, rms_norm_smem_bytes(plan), dev);
     return std::make_shared<RmsNormKernel>(std::move(k), plan, slots);
   };
   b.describe = [add](const BuildKey& key) {

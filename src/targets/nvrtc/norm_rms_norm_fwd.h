@@ -43,7 +43,11 @@ struct RmsNormPlan {
   bool cache;        // row kept in registers between the two passes
   uint32_t eps_bits; // float32 eps, bit pattern
   bool add_residual = false;  // FusedAddRMSNormFwdOp
+  bool staged = false;        // kCluster: the chunk staged in shared memory by bulk copies, not in registers
 };
+
+// Dynamic shared memory a launch of the plan needs (the staged cluster chunk; 0 otherwise).
+int rms_norm_smem_bytes(const RmsNormPlan& p);
 
 // Where an op keeps the tensors and params the RMSNorm kernels use (indices into OpCall).
 struct RmsNormSlots {

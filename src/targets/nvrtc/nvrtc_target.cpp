@@ -235,15 +235,23 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
   if (r != CUDA_SUCCESS) jit::check_cu(r, ("launching " + k.name).c_str());
 }
 
-namespace {
-// Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),
-// accesses per thread (4), the largest cluster (8, the portable limit; 16 needs an opt-in).
 int env_int(const char* name, int dflt, int lo, int hi) {
   const char* v = std::getenv(name);
   const int x = v ? std::atoi(v) : 0;
   return x >= lo && x <= hi ? x : dflt;
 }
-}  // namespace
+
+void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev) {
+  if (bytes <= 0) return;
+  TORCH_CHECK(bytes <= dev.max_smem_optin, k.name, " needs ", bytes, " bytes of shared memory; device ", dev.index,
+              " allows ", dev.max_smem_optin, " (a bug in the plan)");
+  jit::ScopedContext ctx(dev.context);
+  jit::check_cu(jit::driver().cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+                ("shared memory size of " + k.name).c_str());
+}
+
+// Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),
+// accesses per thread (4), the largest cluster (8, the portable limit; 16 needs an opt-in).
 
 bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out) {
   static const int kCtaBytesKnob = env_int("TILEOPS_CLUSTER_CTA_BYTES", 0, 1024, 1 << 20);

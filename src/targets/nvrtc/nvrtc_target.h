@@ -75,6 +75,13 @@ struct RowCluster {
 bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out);
 // Clusters over 8 CTAs (the portable limit) need an opt-in per kernel (build phase).
 void allow_large_clusters(const LoadedKernel& k, int cluster);
+// Opts the kernel into `bytes` of dynamic shared memory (build phase; nothing for 0). Opting in
+// under 48 KB too: static + dynamic may cross it.
+void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev);
+
+// A tuning knob for experiments on a GPU (docs/PERF.md): the integer in environment variable `name`
+// when set within [lo, hi], else `dflt`. Callers read it once (a function-local static).
+int env_int(const char* name, int dflt, int lo, int hi);
 
 // Several implementations of one op on this target. Each declares what it applies to and which
 // implementations it is preferred over; a problem gets the applicable implementation that no other
