@@ -17,6 +17,7 @@ using tileops::nvrtc::SoftmaxImpl;
 constexpr auto kRow = SoftmaxImpl::kRowPerCta;
 constexpr auto kSplit = SoftmaxImpl::kSplit;
 constexpr auto kCluster = SoftmaxImpl::kCluster;
+constexpr auto kStaged = SoftmaxImpl::kStaged;
 
 struct Case {
   c10::ScalarType dtype;
@@ -116,12 +117,32 @@ TEST(SoftmaxClusterCompiles, ToCubinForSm90a) {
     }
 }
 
+// Staged rows (a CTA each, the row in shared memory): exact and ragged parts, both ops.
+TEST(SoftmaxStagedCompiles, ToCubinForSm90a) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (const auto& c : {Case{c10::kBFloat16, 4096, 8, kStaged}, Case{c10::kFloat, 16384, 4, kStaged},
+                        Case{c10::kHalf, 4104, 8, kStaged}})
+    for (bool log : {false, true}) {
+      const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
+      EXPECT_EQ(tileops::nvrtc::softmax_smem_bytes(plan), c.n * static_cast<int>(c10::elementSize(c.dtype)));
+      const auto sources = tileops::nvrtc::softmax_sources(plan, "sm_90a");
+      ASSERT_EQ(sources.size(), 1u);
+      const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+      EXPECT_NE(cubin.lowered_name.find("softmax_fwd_staged"), std::string::npos);
+    }
+}
+
 TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   using tileops::nvrtc::select_softmax;
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 9), kCluster);  // lm-head logits on sm_90
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 8), kSplit);    // no clusters before sm_90
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4096, 9), kRow);   // enough rows: a CTA each
-  EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 8, 4, 9), kRow);        // short rows: one CTA each
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 8, 4, 9), kStaged);     // 8 KB rows on sm_90: shared memory
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 8, 4, 8), kRow);        // before sm_90: registers
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 4096, 4, 4, 9), kRow);        // 8-byte accesses
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 2048, 8, 4, 9), kRow);        // 4 KB rows: registers
+  EXPECT_EQ(select_softmax(c10::kBFloat16, 65536, 8, 4096, 9), kRow);    // 128 KB rows: too long to stage
   EXPECT_EQ(select_softmax(c10::kFloat, 1 << 20, 4, 4, 9), kSplit);      // 4 MB rows exceed a cluster
   const auto p = plan_softmax(c10::kBFloat16, 128256, false, 8, kCluster);
   EXPECT_EQ(p.cluster, 16);  // 256 KB rows: 16 CTAs of 16 KB (few rows: more, smaller CTAs)

@@ -20,7 +20,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 16384, 65536])
+@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 8200, 16384, 65536])  # 8200: staged, ragged parts
 @pytest.mark.parametrize("m", [0, 1, 7, 2048])
 @pytest.mark.parametrize("weight", [True, False], ids=["w", "nw"])
 def test_matches_float64_reference(m, n, dtype, weight):
@@ -201,7 +201,7 @@ def test_long_rows_deterministic_and_graph_replayable():
 # ---- FusedAddRMSNormFwdOp -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 65536, 100003, 131072])
+@pytest.mark.parametrize("n", [64, 1000, 4096, 8192, 8200, 65536, 100003, 131072])
 @pytest.mark.parametrize("m", [0, 1, 7, 2048])
 def test_fused_add_matches_eager_both_branches(m, n, dtype):
     x = torch.randn(m, n, device="cuda", dtype=dtype)
@@ -229,7 +229,7 @@ def test_fused_add_non_contiguous_residual_written_back():
 # ---- LayerNormFwdOp -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [64, 1000, 4096, 16384, 65536])
+@pytest.mark.parametrize("n", [64, 1000, 4096, 4104, 16384, 65536])  # 4104: staged, ragged parts
 @pytest.mark.parametrize("m", [0, 1, 7, 1024])
 @pytest.mark.parametrize("affine", ["wb", "w", "b", "none"])
 def test_layer_norm_matches_float64(m, n, dtype, affine):

@@ -76,8 +76,12 @@ TEST(RmsNormPlan, NameIsReadableAndCarriesTheIdentity) {
 TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   using tileops::nvrtc::RmsNormImpl;
   auto impl = [](c10::ScalarType t, int64_t n, int cc) { return plan_rms_norm(t, n, true, 1e-6f, 16, false, cc).impl; };
-  EXPECT_EQ(impl(c10::kBFloat16, 4096, 9), RmsNormImpl::kRegisterResident);
-  EXPECT_EQ(impl(c10::kBFloat16, 32768, 9), RmsNormImpl::kRegisterResident);  // 64 KB: still one CTA
+  EXPECT_EQ(impl(c10::kBFloat16, 4096, 9), RmsNormImpl::kRegisterResident);  // 8 KB: registers
+  EXPECT_EQ(impl(c10::kBFloat16, 8192, 9), RmsNormImpl::kStaged);             // 16 KB on sm_90: shared memory
+  EXPECT_EQ(impl(c10::kBFloat16, 32768, 9), RmsNormImpl::kStaged);            // 64 KB: still one CTA
+  EXPECT_EQ(impl(c10::kBFloat16, 32768, 8), RmsNormImpl::kRegisterResident);  // no bulk copies before sm_90
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 4, false, 9).impl,  // 8-byte accesses
+            RmsNormImpl::kRegisterResident);
   EXPECT_EQ(impl(c10::kBFloat16, 65536, 9), RmsNormImpl::kCluster);
   EXPECT_EQ(impl(c10::kBFloat16, 131072, 9), RmsNormImpl::kCluster);          // the long-row workload
   EXPECT_EQ(impl(c10::kFloat, 1 << 18, 9), RmsNormImpl::kCluster);            // 1 MB: 8 CTAs of 128 KB
@@ -86,28 +90,34 @@ TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   EXPECT_EQ(impl(c10::kBFloat16, 131072, 0), RmsNormImpl::kStreaming);
   const auto p = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 8, false, 9);
   EXPECT_EQ(p.cluster, 8);  // 256 KB rows: 8 CTAs holding 32 KB each ...
-  EXPECT_TRUE(p.staged);    // ... in shared memory (16-byte accesses), 8 vectors a thread
-  EXPECT_EQ(p.tpr, 256);
+  EXPECT_TRUE(p.staged);    // ... in shared memory (16-byte accesses), 16 vectors a thread
+  EXPECT_EQ(p.tpr, 128);
   EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(p), 32768);
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 65536, true, 1e-6f, 8, false, 9).cluster, 4);
+  const auto row = plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 9);  // staged row: a CTA of
+  EXPECT_EQ(row.cluster, 1);                                                        // 128 threads,
+  EXPECT_EQ(row.tpr, 128);                                                          // 8 vectors each
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(row), 16384);
 }
 
-// The staged cluster needs 16-byte accesses (bulk copies move multiples of 16 bytes) and serves
-// RMSNormFwdOp only; the fused add (which also writes the sum) and narrower accesses keep the
-// register chunk: 4 vectors a thread, no dynamic shared memory.
-TEST(RmsNormImplementations, StagedClusterOnlyForSixteenByteAccessesWithoutResidual) {
+// Staging needs 16-byte accesses (bulk copies move multiples of 16 bytes); the fused add stages the
+// residual too (twice the shared memory) unless that exceeds 128 KB a CTA; narrower accesses keep
+// the register chunk (4 vectors a thread, no dynamic shared memory).
+TEST(RmsNormImplementations, StagedOnlyForSixteenByteAccessesWithinTheSharedMemoryBudget) {
   const auto fused = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 8, true, 9);
   EXPECT_EQ(fused.impl, tileops::nvrtc::RmsNormImpl::kCluster);
-  EXPECT_FALSE(fused.staged);
-  EXPECT_EQ(fused.tpr, 512);
-  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(fused), 0);
+  EXPECT_TRUE(fused.staged);
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(fused), 65536);
   const auto narrow = plan_rms_norm(c10::kBFloat16, 131072, true, 1e-6f, 4, false, 9);  // 8-byte aligned
   EXPECT_EQ(narrow.impl, tileops::nvrtc::RmsNormImpl::kCluster);
   EXPECT_FALSE(narrow.staged);
+  EXPECT_EQ(narrow.tpr, 1024);  // 4096 8-byte vectors a CTA, 4 a thread
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(narrow), 0);
   const auto wide = plan_rms_norm(c10::kFloat, 1 << 18, true, 1e-6f, 4, false, 9);  // 128 KB a CTA
   EXPECT_TRUE(wide.staged);
   EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(wide), 131072);
-  EXPECT_EQ(wide.tpr, 1024);
+  EXPECT_EQ(wide.tpr, 512);
+  EXPECT_FALSE(plan_rms_norm(c10::kFloat, 1 << 18, true, 1e-6f, 4, true, 9).staged);  // 2 x 128 KB
   EXPECT_NE(tileops::nvrtc::rms_norm_name(wide, "sm_90a"),
             tileops::nvrtc::rms_norm_name(plan_rms_norm(c10::kFloat, 1 << 18, true, 1e-6f, 2, false, 9), "sm_90a"));
 }
@@ -127,9 +137,9 @@ TEST(RmsNormImplementations, DeclarationOrderDecidesNothing) {
   }
 }
 
-TEST(RmsNormImplementations, OnlyTheClusterCarriesDeviceFactsIntoItsIdentity) {
+TEST(RmsNormImplementations, OnlyClusterAndStagedCarryDeviceFactsIntoTheirIdentity) {
   for (const auto& i : tileops::nvrtc::rms_norm_implementations())
-    EXPECT_EQ(i.device_dependent, std::string(i.name) == "cluster") << i.name;
+    EXPECT_EQ(i.device_dependent, std::string(i.name) == "cluster" || std::string(i.name) == "staged") << i.name;
 }
 
 // Cluster kernels exist for sm_90+ only (distributed shared memory).
@@ -143,7 +153,22 @@ TEST(RmsNormClusterCompiles, ToCubinForSm90a) {
       ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kCluster);
       const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
       EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-      EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_cluster"), std::string::npos);
+      EXPECT_NE(cubin.lowered_name.find(plan.staged ? "rms_norm_fwd_staged" : "rms_norm_fwd_cluster"), std::string::npos);
+    }
+}
+
+// Staged rows (one CTA, the row in shared memory) for both ops, with and without weight, exact and
+// ragged parts (8200 bf16 = 1025 vectors on 128 threads).
+TEST(RmsNormStagedCompiles, ToCubinForSm90a) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (auto [dtype, n, weight] : {std::tuple{c10::kBFloat16, int64_t{8192}, true}, std::tuple{c10::kFloat, int64_t{16384}, false},
+                                  std::tuple{c10::kHalf, int64_t{8200}, true}})
+    for (bool fused : {false, true}) {
+      const auto plan = plan_rms_norm(dtype, n, weight, FLT_EPSILON, 8, fused, 9);
+      ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kStaged);
+      const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+      EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_staged"), std::string::npos);
     }
 }
 
@@ -177,6 +202,28 @@ TEST_P(LayerNormCompiles, ToCubin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, LayerNormCompiles, ::testing::Values("sm_80", "sm_90a"));
+
+// Staged LayerNorm rows: 8 KB to 64 KB with 16-byte accesses on sm_90+; weight/bias prefetched
+// (4096: 4 vectors a thread) or read after the reductions (16384).
+TEST(LayerNormStaged, AppliesAndCompilesForSm90a) {
+  using tileops::nvrtc::layer_norm_staged;
+  EXPECT_TRUE(layer_norm_staged(c10::kBFloat16, 4096, 8, 9));
+  EXPECT_TRUE(layer_norm_staged(c10::kBFloat16, 32768, 8, 9));
+  EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 65536, 8, 9));  // 128 KB
+  EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 2048, 8, 9));   // 4 KB: registers
+  EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 4096, 4, 9));   // 8-byte accesses
+  EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 4096, 8, 8));   // sm_80
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (auto [n, weight, bias] : {std::tuple{int64_t{4096}, true, true}, std::tuple{int64_t{16384}, true, false},
+                                 std::tuple{int64_t{4104}, false, true}}) {
+    auto plan = tileops::nvrtc::plan_rms_norm(c10::kBFloat16, n, weight, 1e-5f, 8);
+    tileops::nvrtc::plan_staged(plan);
+    EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(plan), n * 2);
+    const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::layer_norm_source(plan, bias, "sm_90a"));
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find("layer_norm_fwd_staged"), std::string::npos);
+  }
+}
 
 }  // namespace
 

@@ -24,15 +24,19 @@ __device__ __forceinline__ void init(unsigned long long* bar) {
 }
 __device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 
-// Copies `bytes` from global `src` to shared `dst`; `bar` completes (phase 0) when they have landed.
-// The issuing thread's arrival announces the byte count first.
-__device__ __forceinline__ void copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-  const unsigned b = shared_address(bar);
-  asm volatile("{ .reg .b64 state; mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1; }" ::"r"(b), "r"(bytes)
+// The issuing thread's arrival on `bar`, announcing the bytes its copies will deliver.
+__device__ __forceinline__ void expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("{ .reg .b64 state; mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1; }" ::"r"(
+                   shared_address(bar)),
+               "r"(bytes)
                : "memory");
+}
+
+// Copies `bytes` from global `src` to shared `dst`, counted against `bar` (see expect()).
+__device__ __forceinline__ void copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    shared_address(dst)),
-               "l"(src), "r"(bytes), "r"(b)
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
                : "memory");
 }
 
@@ -46,6 +50,29 @@ __device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
                  : "r"(b), "r"(parity)
                  : "memory");
   } while (!done);
+}
+
+// Thread 0 of the CTA brings `count` 16-byte vectors from `src` to `dst` (and as many from `src2` to
+// `dst2` when src2 is given) in PARTS parts of `part` vectors; part i completes landed[i] (phase 0),
+// so consumers of the first part start while the rest is in flight. Every thread must pass a
+// __syncthreads() after this call before it waits on a part (the barriers' initialisation).
+template <int PARTS, typename V>
+__device__ __forceinline__ void stage(V* dst, const V* src, int count, int part, unsigned long long* landed,
+                                      V* dst2 = nullptr, const V* src2 = nullptr) {
+  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
+  if (threadIdx.x != 0) return;
+#pragma unroll
+  for (int i = 0; i < PARTS; ++i) init(&landed[i]);
+  fence_init();
+#pragma unroll
+  for (int i = 0; i < PARTS; ++i) {
+    const int lo = i * part, hi = lo + part < count ? lo + part : count;
+    if (lo >= hi) break;
+    const unsigned bytes = static_cast<unsigned>(hi - lo) * 16u;
+    expect(&landed[i], src2 ? 2 * bytes : bytes);
+    copy(dst + lo, src + lo, bytes, &landed[i]);
+    if (src2) copy(dst2 + lo, src2 + lo, bytes, &landed[i]);
+  }
 }
 
 }  // namespace bulk

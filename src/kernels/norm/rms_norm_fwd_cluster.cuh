@@ -1,12 +1,11 @@
 // RMSNorm forward, cluster on-chip rows (sm_90+): a row too long for one SM is split across the
 // CLUSTER CTAs of a thread-block cluster. CTA k holds the k-th chunk of the row in registers, so
 // each element is read from HBM once; the CTAs' partial sums of squares meet in distributed shared
-// memory, added in rank order (the same order on every CTA and every run). The register variant
-// serves the fused add and accesses narrower than 16 bytes; the staged variant (below) the rest.
+// memory, added in rank order (the same order on every CTA and every run). This register variant
+// serves accesses narrower than 16 bytes; rms_norm_fwd_staged.cuh (chunks in shared memory) the rest.
 // Grid: rows * CLUSTER CTAs of TPB threads, launched with 1-D clusters of CLUSTER. Same arguments
 // as the register-resident kernels in rms_norm_fwd.cuh (`rows` is implied by the grid).
 #pragma once
-#include "common/bulk_copy.cuh"
 #include "common/cluster.cuh"
 #include "norm/rms_norm_fwd.cuh"
 
@@ -54,7 +53,7 @@ __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD
     }
   }
   const float cta_sum = group_sum<TPB>(ss, scratch);
-  // Each CTA pushes its sum into every CTA's `partials` (see the staged kernel below): no CTA reads
+  // Each CTA pushes its sum into every CTA's `partials`: no CTA reads
   // a peer's shared memory after the barrier, so none has to wait for its readers before exiting.
   cluster::wait();  // every CTA has started: its `partials` may be written
   if (threadIdx.x < CLUSTER) cluster::store_remote(&partials[rank], threadIdx.x, cta_sum);
@@ -101,102 +100,6 @@ fused_add_rms_norm_fwd_cluster(const T* __restrict__ x, const T* residual_in, T*
   const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
                                     reinterpret_cast<V*>(residual_out + off)};
   rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(src, w, y + off);
-}
-
-// The staged variant (RMSNormFwdOp, 16-byte accesses): the chunk is brought into shared memory by
-// bulk asynchronous copies instead of into registers, so a CTA holds few registers and more CTAs fit
-// an SM. For the 64 x 131072 workload that is one wave of 512 CTAs instead of two (the register-
-// resident cluster kernel fits 2 CTAs an SM). The chunk arrives in PARTS pieces of TPB vectors, each
-// with its own mbarrier, so threads sum the first piece while the later ones are in flight. Partial
-// sums are pushed into every CTA's shared memory before one cluster barrier, so no CTA waits after
-// writing its output (a trailing barrier, which the first version had, fenced every store: ncu showed
-// membar stalls at 7.8 of 28.8 cycles an issue).
-// Dynamic shared memory: kChunk * 16 bytes (the host passes it at launch).
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
-__global__ void __launch_bounds__(TPB)
-rms_norm_fwd_cluster_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
-  using V = Vec<T, VEC>;
-  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
-  constexpr int kVecs = N / VEC;
-  constexpr int kChunk = (kVecs + CLUSTER - 1) / CLUSTER;  // vectors per CTA
-  constexpr int kParts = (kChunk + TPB - 1) / TPB;          // part i: thread t's i-th vector
-  constexpr bool kExact = kVecs % CLUSTER == 0 && kChunk % TPB == 0;
-  // Weight vectors are loaded while x is in flight when they fit 128 bytes a thread.
-  constexpr bool kPrefetchW = HAS_WEIGHT && kParts * 16 <= 128;
-  extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[kParts];
-  __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
-  __shared__ float partials[CLUSTER];
-
-  V* stage = reinterpret_cast<V*>(staged_bytes);
-  const unsigned rank = cluster::rank();
-  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
-  const V* xr = reinterpret_cast<const V*>(x + off);
-  const V* wr = reinterpret_cast<const V*>(w);
-  V* yr = reinterpret_cast<V*>(y + off);
-  const int begin = static_cast<int>(rank) * kChunk;
-  const int end = begin + kChunk < kVecs ? begin + kChunk : kVecs;
-  const int t = static_cast<int>(threadIdx.x);
-
-  cluster::arrive_relaxed();  // "started"; the matching wait() comes before any remote store
-  if (t == 0) {
-#pragma unroll
-    for (int i = 0; i < kParts; ++i) bulk::init(&landed[i]);
-    bulk::fence_init();
-#pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int lo = begin + i * TPB, hi = lo + TPB < end ? lo + TPB : end;
-      if (lo < hi) bulk::copy(stage + i * TPB, xr + lo, static_cast<unsigned>(hi - lo) * 16u, &landed[i]);
-    }
-  }
-  V wcache[kPrefetchW ? kParts : 1];
-  if constexpr (kPrefetchW) {
-#pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = begin + i * TPB + t;
-      if (kExact || c < end) wcache[i] = wr[c];
-    }
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = begin + i * TPB + t;
-    if (kExact || c < end) {
-      bulk::wait(&landed[i], 0);
-      const V v = stage[i * TPB + t];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
-    }
-  }
-  const float cta_sum = group_sum<TPB>(ss, scratch);
-  cluster::wait();  // every CTA has started: its `partials` may be written
-  if (t < CLUSTER) cluster::store_remote(&partials[rank], static_cast<unsigned>(t), cta_sum);
-  cluster::arrive();  // release: the pushes above ...
-  cluster::wait();    // ... are visible here, from every CTA
-  float total = 0.f;
-#pragma unroll
-  for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
-  const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = begin + i * TPB + t;
-    if (kExact || c < end) {
-      const V v = stage[i * TPB + t];
-      V wv;
-      if constexpr (kPrefetchW) wv = wcache[i];
-      else if constexpr (HAS_WEIGHT) wv = wr[c];
-      V out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = to_float(v.v[j]) * rs;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        out.v[j] = from_float<T>(f);
-      }
-      yr[c] = out;
-    }
-  }
 }
 
 }  // namespace tileops

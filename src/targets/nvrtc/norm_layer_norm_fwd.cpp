@@ -1,5 +1,6 @@
 // LayerNormFwdOp on the nvrtc target: src/kernels/norm/layer_norm_fwd.cuh, planned like RMSNorm
-// (same row layout and register budget).
+// (same row layout and register budget), or on sm_90+ layer_norm_fwd_staged.cuh for rows of 8 KB
+// to 64 KB with 16-byte accesses (the row in shared memory).
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
@@ -30,7 +31,8 @@ class LayerNormKernel final : public Kernel {
     const long long grid = (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     void* args[] = {&x, &w, &b, &y, &rows};
-    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
+    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows),
+                  static_cast<unsigned>(rms_norm_smem_bytes(p_)), args);
   }
 
  private:
@@ -49,42 +51,59 @@ int alignment_vec(const OpCall& call, int elem) {
 }  // namespace
 
 jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const std::string& arch) {
-  const std::string flags = std::string(p.has_weight ? "true" : "false") + ", " + (has_bias ? "true" : "false") +
-                            ", " + (p.cache ? "true" : "false");
-  const std::string expr = std::string("tileops::layer_norm_fwd<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.n) +
-                           ", " + std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", " +
-                           std::to_string(p.rows) + ", " + flags + ", " + std::to_string(p.eps_bits) + "u>";
   const std::string name = rms_norm_name(p, arch).replace(0, std::string("rms_norm_fwd").size(), "layer_norm_fwd") +
                            (has_bias ? "_b" : "_nb");
-  return make_source(name, "norm/layer_norm_fwd.cuh", expr, arch);
+  const std::string head = std::string("<") + kernel_type_name(p.dtype) + ", " + std::to_string(p.n) + ", " +
+                           std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", ";
+  const std::string wb = std::string(p.has_weight ? "true" : "false") + ", " + (has_bias ? "true" : "false");
+  const std::string eps = std::to_string(p.eps_bits) + "u>";
+  if (p.staged)
+    return make_source(name, "norm/layer_norm_fwd_staged.cuh", "tileops::layer_norm_fwd_staged" + head + wb + ", " + eps,
+                       arch);
+  return make_source(name, "norm/layer_norm_fwd.cuh",
+                     "tileops::layer_norm_fwd" + head + std::to_string(p.rows) + ", " + wb + ", " +
+                         (p.cache ? "true" : "false") + ", " + eps,
+                     arch);
+}
+
+bool layer_norm_staged(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major) {
+  return staged_row_applies(dtype, n, row_access_width(dtype, n, max_vec), cc_major, kLayerNormStagedMinRowBytes);
 }
 
 namespace {
 
 KernelBuilder layer_norm_builder() {
   KernelBuilder b;
+  // Identity: (dtype, n, eps, weight, bias, access width) and, for a staged row (whose build needs
+  // sm_90+), the compute capability.
   b.identity = [](const OpCall& call) {
     TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device);
     const at::Tensor& x = call.inputs[op::x];
-    return BuildKey{static_cast<int64_t>(x.scalar_type()),
-                    c10::multiply_integers(call.params[op::normalized_shape].as_ints()),
+    const int64_t n = c10::multiply_integers(call.params[op::normalized_shape].as_ints());
+    const int max_vec = alignment_vec(call, static_cast<int>(x.element_size()));
+    const DeviceInfo& dev = device_info(call.device.index());
+    const bool staged = layer_norm_staged(x.scalar_type(), n, max_vec, dev.cc_major);
+    return BuildKey{static_cast<int64_t>(x.scalar_type()), n,
                     static_cast<int64_t>(float_bits(static_cast<float>(call.params[op::eps].as_real()))),
-                    call.inputs[op::weight].defined() ? 1 : 0, call.inputs[op::bias].defined() ? 1 : 0,
-                    alignment_vec(call, static_cast<int>(x.element_size()))};
+                    call.inputs[op::weight].defined() ? 1 : 0, call.inputs[op::bias].defined() ? 1 : 0, max_vec,
+                    staged ? dev.cc_major * 10 + dev.cc_minor : 0};
   };
   b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const DeviceInfo& dev = device_info(call.device.index());
     float eps;
     const uint32_t bits = static_cast<uint32_t>(key.words[2]);
     std::memcpy(&eps, &bits, sizeof eps);
-    const RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0,
-                                           eps, static_cast<int>(key.words[5]));
-    return std::make_shared<LayerNormKernel>(load(layer_norm_source(plan, key.words[4] != 0, dev.arch),
-                                                  call.device.index()), plan);
+    RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0, eps,
+                                     static_cast<int>(key.words[5]));
+    if (key.words[6] != 0) plan_staged(plan);
+    LoadedKernel k = load(layer_norm_source(plan, key.words[4] != 0, dev.arch), call.device.index());
+    allow_dynamic_smem(k, rms_norm_smem_bytes(plan), dev);
+    return std::make_shared<LayerNormKernel>(std::move(k), plan);
   };
   b.describe = [](const BuildKey& key) {
     return "layer_norm_fwd(n=" + std::to_string(key.words[1]) + ", weight=" + std::to_string(key.words[3]) +
-           ", bias=" + std::to_string(key.words[4]) + ", vec=" + std::to_string(key.words[5]) + ")";
+           ", bias=" + std::to_string(key.words[4]) + ", vec=" + std::to_string(key.words[5]) +
+           (key.words[6] ? ", staged" : "") + ")";
   };
   return b;
 }

@@ -43,7 +43,8 @@ class RmsNormKernel final : public Kernel {
     const void* w = p_.has_weight ? call.inputs[s_.weight].const_data_ptr() : nullptr;
     void* y = call.outputs[s_.y].mutable_data_ptr();
     long long rows = call.inputs[s_.x].numel() / p_.n;
-    const long long grid = p_.impl == RmsNormImpl::kCluster ? rows * p_.cluster : (rows + p_.rows - 1) / p_.rows;
+    const long long grid = p_.staged || p_.impl == RmsNormImpl::kCluster ? rows * p_.cluster
+                                                                         : (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     const void* r_in = p_.add_residual ? call.inputs[s_.residual].const_data_ptr() : nullptr;
     void* r_out = p_.add_residual ? call.outputs[s_.residual_out].mutable_data_ptr() : nullptr;  // residual when in place
@@ -51,11 +52,11 @@ class RmsNormKernel final : public Kernel {
     void* fused[] = {&x, &r_in, &r_out, &w, &y, &rows};
     void** args = p_.add_residual ? fused : plain;
     const auto block = static_cast<unsigned>(p_.tpr * p_.rows);
-    if (p_.impl == RmsNormImpl::kCluster)
-      nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster),
-                            static_cast<unsigned>(rms_norm_smem_bytes(p_)), args);
+    const auto smem = static_cast<unsigned>(rms_norm_smem_bytes(p_));
+    if (p_.cluster > 1)
+      nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster), smem, args);
     else
-      nvrtc::launch(k_, static_cast<unsigned>(grid), block, 0, args);
+      nvrtc::launch(k_, static_cast<unsigned>(grid), block, smem, args);
   }
 
  private:
@@ -87,11 +88,12 @@ void plan_row_per_cta(RmsNormPlan& p, bool cache) {
 }
 
 // Cluster: plan_row_cluster (nvrtc_target.h) spreads the row over 2..8 CTAs of at most 32 KB each.
-// RMSNormFwdOp with 16-byte accesses stages the chunk in shared memory (bulk copies), at about 8
-// vectors a thread (TILEOPS_STAGED_VPT overrides, read once); the fused add keeps the register chunk
-// (it also writes the residual sum, which a staged copy of x alone would not give).
+// With 16-byte accesses the chunk is staged in shared memory (bulk copies; with the fused add, the
+// residual's chunk too), at about 16 vectors a thread: 64x131072 bf16 ran 11.1 us vs 12.3 at 8 and
+// 12.7 at 4 (H200 sweep, docs/PERF.md; TILEOPS_STAGED_VPT overrides, read once).
+constexpr int64_t kStagedMaxSmem = 131072;  // of the 227 KB an sm_90 CTA may opt into
 bool plan_cluster(RmsNormPlan& p) {
-  static const int kStagedPerThread = env_int("TILEOPS_STAGED_VPT", 8, 1, 32);
+  static const int kStagedPerThread = env_int("TILEOPS_STAGED_VPT", 16, 1, 32);
   RowCluster rc{};
   // 32 KB a CTA, at most 8 CTAs: 16 KB / 16 CTAs measured slower for 64x131072 (docs/PERF.md).
   const int64_t vecs = p.n / p.vec;
@@ -100,13 +102,17 @@ bool plan_cluster(RmsNormPlan& p) {
   p.tpr = rc.tpb;
   p.rows = 1;
   p.cache = true;
-  p.staged = !p.add_residual && p.vec * elem_size(p.dtype) == 16;
+  const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
+  p.staged = p.vec * elem_size(p.dtype) == 16 && chunk * 16 * (p.add_residual ? 2 : 1) <= kStagedMaxSmem;
   if (p.staged) {
-    const int64_t chunk = (vecs + p.cluster - 1) / p.cluster;
     p.tpr = std::clamp(next_pow2((chunk + kStagedPerThread - 1) / kStagedPerThread), 32, 1024);
   }
   return fits;
 }
+
+// Staged rows (kStaged): one CTA per row, the row in shared memory; rows of 16 KB and more by
+// default (TILEOPS_STAGED_MIN_ROW_BYTES overrides).
+constexpr int kRmsStagedMinRowBytes = 16384;
 
 RmsNormPlan base_plan(const RmsNormProblem& q) {
   RmsNormPlan p{};
@@ -128,6 +134,9 @@ bool cluster_applies(const RmsNormProblem& q) {
   return plan_cluster(p);
 }
 bool streaming_applies(const RmsNormProblem&) { return true; }
+bool staged_applies(const RmsNormProblem& q) {
+  return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kRmsStagedMinRowBytes);
+}
 
 constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
 
@@ -143,6 +152,8 @@ const std::vector<Implementation<RmsNormProblem>>& rms_norm_implementations() {
        bit(RmsNormImpl::kCluster) | bit(RmsNormImpl::kStreaming), false},
       {static_cast<int>(RmsNormImpl::kCluster), "cluster", cluster_applies, bit(RmsNormImpl::kStreaming), true},
       {static_cast<int>(RmsNormImpl::kStreaming), "streaming", streaming_applies, 0u, false},
+      {static_cast<int>(RmsNormImpl::kStaged), "staged", staged_applies,
+       bit(RmsNormImpl::kRegisterResident) | bit(RmsNormImpl::kCluster) | bit(RmsNormImpl::kStreaming), true},
   };
   return impls;
 }
@@ -167,23 +178,45 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
     case RmsNormImpl::kRegisterResident: plan_row_per_cta(p, true); break;
     case RmsNormImpl::kCluster: plan_cluster(p); break;
     case RmsNormImpl::kStreaming: plan_row_per_cta(p, false); break;
+    case RmsNormImpl::kStaged: plan_staged(p); break;
   }
   return p;
 }
 
+void plan_staged(RmsNormPlan& p) {
+  p.staged = true;
+  p.cluster = 1;
+  p.rows = 1;
+  p.cache = true;
+  p.tpr = staged_row_threads(p.n / p.vec);
+}
+
+bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, int cc_major, int min_row_bytes) {
+  static const int kMinKnob = env_int("TILEOPS_STAGED_MIN_ROW_BYTES", 0, 16, 1 << 30);
+  const int64_t bytes = n * elem_size(dtype);
+  return cc_major >= 9 && vec * elem_size(dtype) == 16 && bytes >= (kMinKnob ? kMinKnob : min_row_bytes) &&
+         bytes <= 65536;
+}
+
+int staged_row_threads(int64_t vecs) {
+  static const int kPerThread = env_int("TILEOPS_STAGED_ROW_VPT", 8, 1, 32);
+  return std::clamp(next_pow2((vecs + kPerThread - 1) / kPerThread), 32, 1024);
+}
+
 int rms_norm_smem_bytes(const RmsNormPlan& p) {
-  if (p.impl != RmsNormImpl::kCluster || !p.staged) return 0;
+  if (!p.staged) return 0;
   const int64_t vecs = p.n / p.vec;
-  return static_cast<int>((vecs + p.cluster - 1) / p.cluster * 16);
+  return static_cast<int>((vecs + p.cluster - 1) / p.cluster * 16 * (p.add_residual ? 2 : 1));
 }
 
 std::string rms_norm_name(const RmsNormPlan& p, const std::string& arch) {
   std::string layout = "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows);
-  if (p.impl == RmsNormImpl::kCluster) layout = "_b" + std::to_string(p.tpr) + "_c" + std::to_string(p.cluster);
+  if (p.impl == RmsNormImpl::kCluster || p.staged)
+    layout = "_b" + std::to_string(p.tpr) + "_c" + std::to_string(p.cluster);
+  const char* kind = p.staged ? "_staged" : p.impl == RmsNormImpl::kCluster ? "_cluster" : p.cache ? "_reg" : "_stream";
   return std::string(p.add_residual ? "fused_add_rms_norm_fwd__" : "rms_norm_fwd__") + short_type_name(p.dtype) +
-         "__n" + std::to_string(p.n) + "__v" + std::to_string(p.vec) + layout + (p.has_weight ? "_w" : "_nw") +
-         (p.impl == RmsNormImpl::kCluster ? (p.staged ? "_staged" : "_cluster") : p.cache ? "_reg" : "_stream") + "__eps" +
-         std::to_string(p.eps_bits) + "__" + arch;
+         "__n" + std::to_string(p.n) + "__v" + std::to_string(p.vec) + layout + (p.has_weight ? "_w" : "_nw") + kind +
+         "__eps" + std::to_string(p.eps_bits) + "__" + arch;
 }
 
 jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch) {
@@ -192,11 +225,12 @@ jit::KernelSource rms_norm_source(const RmsNormPlan& p, const std::string& arch)
                            std::to_string(p.vec) + ", " + std::to_string(p.tpr) + ", ";
   const std::string w = p.has_weight ? "true" : "false";
   const std::string eps = std::to_string(p.eps_bits) + "u>";
+  if (p.staged)
+    return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd_staged.cuh",
+                       kernel + "_staged" + head + std::to_string(p.cluster) + ", " + w + ", " + eps, arch);
   if (p.impl == RmsNormImpl::kCluster)
     return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd_cluster.cuh",
-                       kernel + (p.staged ? "_cluster_staged" : "_cluster") + head + std::to_string(p.cluster) +
-                           ", " + w + ", " + eps,
-                       arch);
+                       kernel + "_cluster" + head + std::to_string(p.cluster) + ", " + w + ", " + eps, arch);
   return make_source(rms_norm_name(p, arch), "norm/rms_norm_fwd.cuh",
                      kernel + head + std::to_string(p.rows) + ", " + w + ", " + (p.cache ? "true" : "false") + ", " +
                          eps,
@@ -207,7 +241,7 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
   KernelBuilder b;
   const bool add = slots.residual >= 0;
   // Build identity: (dtype, n, eps, weight or not, access width, implementation) and, only for an
-  // implementation whose build reads device facts (the cluster: sm_90+), the compute capability.
+  // implementation whose build reads device facts (cluster, staged: sm_90+), the compute capability.
   b.identity = [slots, add](const OpCall& call) {
     TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
                 "; use target='reference' (or the default) for this device");

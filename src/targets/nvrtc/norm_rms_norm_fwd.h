@@ -20,6 +20,7 @@ enum class RmsNormImpl : int {
   kRegisterResident = 0,  // one CTA (or a slice of one) per row, the row in registers
   kCluster = 1,           // sm_90+: a thread-block cluster per row, partial sums through DSMEM
   kStreaming = 2,         // any row: two passes, the second walking back through L2
+  kStaged = 3,            // sm_90+, 16-byte accesses, rows up to 64 KB: one CTA per row, the row in shared memory
 };
 
 // What the choice depends on: the row, its access width, and the device's compute capability
@@ -43,8 +44,17 @@ struct RmsNormPlan {
   bool cache;        // row kept in registers between the two passes
   uint32_t eps_bits; // float32 eps, bit pattern
   bool add_residual = false;  // FusedAddRMSNormFwdOp
-  bool staged = false;        // kCluster: the chunk staged in shared memory by bulk copies, not in registers
+  bool staged = false;        // kStaged, or kCluster with the chunk in shared memory (bulk copies), not registers
 };
+
+// Rows that one CTA stages in shared memory (kStaged, and LayerNorm's staged kernel): sm_90+ (bulk
+// copies), 16-byte accesses, rows of min_row_bytes (the op's default; TILEOPS_STAGED_MIN_ROW_BYTES
+// overrides it for tuning sweeps) up to 64 KB.
+bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, int cc_major, int min_row_bytes);
+// Threads a CTA of a staged row: about TILEOPS_STAGED_ROW_VPT (default 8) vectors a thread, 32..1024.
+int staged_row_threads(int64_t vecs);
+// Turns a plan into a staged row (kStaged): one CTA of staged_row_threads per row.
+void plan_staged(RmsNormPlan& p);
 
 // Dynamic shared memory a launch of the plan needs (the staged cluster chunk; 0 otherwise).
 int rms_norm_smem_bytes(const RmsNormPlan& p);

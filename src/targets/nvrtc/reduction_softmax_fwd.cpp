@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "targets/builtin.h"
+#include "targets/nvrtc/norm_rms_norm_fwd.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "tileops_generated/ops.h"
 
@@ -97,7 +98,8 @@ class SoftmaxKernel final : public Kernel {
     void* args[] = {&xp, &yp, &rows};
     const long long grid = (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
-    nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows), 0, args);
+    nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows),
+                  static_cast<unsigned>(softmax_smem_bytes(p_)), args);
   }
 
   std::vector<LoadedKernel> k_;
@@ -118,9 +120,11 @@ KernelBuilder make_builder(bool log) {
     const int max_vec = alignment_vec(call, elem);
     const DeviceInfo& dev = device_info(call.device.index());
     const SoftmaxImpl impl = select_softmax(x.scalar_type(), n, max_vec, x.numel() / n, dev.cc_major);
-    // The cluster's build reads a device fact (sm_90+): only it carries the compute capability.
+    // The cluster's and the staged row's builds read a device fact (sm_90+): only they carry the
+    // compute capability.
+    const bool device_dependent = impl == SoftmaxImpl::kCluster || impl == SoftmaxImpl::kStaged;
     return BuildKey{static_cast<int64_t>(x.scalar_type()), n, max_vec, static_cast<int64_t>(impl),
-                    impl == SoftmaxImpl::kCluster ? dev.cc_major * 10 + dev.cc_minor : 0};
+                    device_dependent ? dev.cc_major * 10 + dev.cc_minor : 0};
   };
   b.build = [log](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     const int device = call.device.index();
@@ -130,6 +134,7 @@ KernelBuilder make_builder(bool log) {
     std::vector<LoadedKernel> kernels;
     for (const auto& src : softmax_sources(plan, dev.arch)) kernels.push_back(load(src, device));
     if (plan.impl == SoftmaxImpl::kCluster) allow_large_clusters(kernels[0], plan.cluster);
+    allow_dynamic_smem(kernels[0], softmax_smem_bytes(plan), dev);
     return std::make_shared<SoftmaxKernel>(std::move(kernels), plan);
   };
   b.describe = [log](const BuildKey& key) {
@@ -173,6 +178,14 @@ bool cluster_applies(const SoftmaxProblem& q) {
   return plan_cluster(p);
 }
 
+// Staged rows: 8 KB and more by default (TILEOPS_STAGED_MIN_ROW_BYTES overrides), never where the
+// row is split.
+constexpr int kSoftmaxStagedMinRowBytes = 8192;
+bool staged_applies(const SoftmaxProblem& q) {
+  return !softmax_wants_split(q.n, q.rows) &&
+         staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kSoftmaxStagedMinRowBytes);
+}
+
 constexpr uint32_t bit(SoftmaxImpl i) { return 1u << static_cast<int>(i); }
 
 }  // namespace
@@ -183,6 +196,7 @@ const std::vector<Implementation<SoftmaxProblem>>& softmax_implementations() {
       {static_cast<int>(SoftmaxImpl::kSplit), "split", split_applies, bit(SoftmaxImpl::kRowPerCta), false},
       {static_cast<int>(SoftmaxImpl::kCluster), "cluster", cluster_applies,
        bit(SoftmaxImpl::kSplit) | bit(SoftmaxImpl::kRowPerCta), true},
+      {static_cast<int>(SoftmaxImpl::kStaged), "staged", staged_applies, bit(SoftmaxImpl::kRowPerCta), true},
   };
   return impls;
 }
@@ -209,6 +223,12 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
   const int64_t vecs = n / p.vec;
   if (impl == SoftmaxImpl::kCluster) {
     plan_cluster(p);
+    return p;
+  }
+  if (impl == SoftmaxImpl::kStaged) {
+    p.tpr = p.tpb = staged_row_threads(vecs);
+    p.rows = p.splits = p.cluster = 1;
+    p.cache = true;
     return p;
   }
   if (impl == SoftmaxImpl::kSplit) {
@@ -239,11 +259,16 @@ SoftmaxPlan plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec
   return p;
 }
 
+int softmax_smem_bytes(const SoftmaxPlan& p) {
+  return p.impl == SoftmaxImpl::kStaged ? p.n * static_cast<int>(c10::elementSize(p.dtype)) : 0;
+}
+
 std::string softmax_name(const SoftmaxPlan& p, const std::string& arch) {
   std::string s = std::string(p.log ? "log_softmax_fwd__" : "softmax_fwd__") + short_type_name(p.dtype) + "__n" +
                   std::to_string(p.n) + "__v" + std::to_string(p.vec);
   if (p.impl == SoftmaxImpl::kSplit) s += "_split" + std::to_string(p.splits) + "_b" + std::to_string(p.tpb);
   else if (p.impl == SoftmaxImpl::kCluster) s += "_cluster" + std::to_string(p.cluster) + "_b" + std::to_string(p.tpb);
+  else if (p.impl == SoftmaxImpl::kStaged) s += "_staged_b" + std::to_string(p.tpb);
   else s += "_t" + std::to_string(p.tpr) + "_r" + std::to_string(p.rows) + (p.cache ? "_reg" : "_stream");
   return s + "__" + arch;
 }
@@ -258,6 +283,9 @@ std::vector<jit::KernelSource> softmax_sources(const SoftmaxPlan& p, const std::
                         "tileops::softmax_fwd_cluster" + head + std::to_string(p.tpb) + ", " +
                             std::to_string(p.cluster) + ", " + log + ">",
                         arch)};
+  if (p.impl == SoftmaxImpl::kStaged)
+    return {make_source(name, "reduction/softmax_fwd_staged.cuh",
+                        "tileops::softmax_fwd_staged" + head + std::to_string(p.tpb) + ", " + log + ">", arch)};
   if (p.impl == SoftmaxImpl::kSplit) {
     const std::string mid = std::to_string(p.tpb) + ", " + std::to_string(p.splits);
     // The stats kernel does not depend on LOG: both ops share its CUBIN (same name and source).

@@ -20,6 +20,7 @@ enum class SoftmaxImpl : int {
   kRowPerCta = 0,  // softmax_fwd: a CTA (or a warp slice of one) per row; any row
   kSplit = 1,      // softmax_split_stats + softmax_split_apply: few long rows, two launches
   kCluster = 2,    // softmax_fwd_cluster (sm_90+): few long rows, a cluster per row, one launch
+  kStaged = 3,     // softmax_fwd_staged (sm_90+, 16-byte accesses): a CTA per row of 8..64 KB, in shared memory
 };
 
 struct SoftmaxProblem {
@@ -45,6 +46,9 @@ struct SoftmaxPlan {
   int tpb;      // threads per CTA for kSplit and kCluster
   int cluster;  // CTAs per row for kCluster
 };
+
+// Dynamic shared memory a launch of the plan needs (kStaged: the row; 0 otherwise).
+int softmax_smem_bytes(const SoftmaxPlan& p);
 
 // Long rows with few of them (lm-head logits) would leave most SMs idle with one CTA a row: those
 // split each row over several CTAs (kSplit, kCluster). Decided per call from (n, rows), so the

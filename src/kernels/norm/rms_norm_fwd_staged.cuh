@@ -1,0 +1,132 @@
+// RMSNorm forward (and the fused add), staged rows (sm_90+, 16-byte accesses): a row, or with
+// CLUSTER > 1 its k-th chunk on CTA k of a thread-block cluster, is brought into shared memory by
+// bulk asynchronous copies instead of into registers. A CTA then holds few registers and no loads
+// in flight, so more of them fit an SM: for 64 x 131072 bf16 one wave of 512 CTAs instead of the
+// register cluster's two (docs/PERF.md). The chunk arrives in parts of TPB vectors, each with its
+// own mbarrier, so threads sum the first part while the later ones are in flight.
+// With CLUSTER > 1 each CTA pushes its partial sum of squares into every CTA's shared memory before
+// one cluster barrier and adds them in rank order (the same on every CTA and every run); no CTA
+// waits after writing its output (a trailing barrier, which the first cluster kernel had, fenced
+// every store: ncu showed membar stalls at 7.8 of 28.8 cycles an issue).
+// With ADD_RESIDUAL (FusedAddRMSNormFwdOp) x and residual are both staged; s = T(x + residual)
+// is stored to residual_out (which may alias residual_in: each element is written by the thread
+// that read it, after its part landed) and replaces x in shared memory for the scale pass.
+// Grid: rows * CLUSTER CTAs of TPB threads (1-D clusters of CLUSTER when > 1). Dynamic shared memory:
+// kChunk * 16 bytes, twice that with ADD_RESIDUAL (rms_norm_smem_bytes on the host).
+#pragma once
+#include "common/bulk_copy.cuh"
+#include "common/dtypes.cuh"
+#include "common/cluster.cuh"
+#include "common/reduce.cuh"
+
+namespace tileops {
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS, bool ADD_RESIDUAL>
+__device__ __forceinline__ void rms_norm_staged_row(const T* __restrict__ x, const T* residual_in, T* residual_out,
+                                                    const T* __restrict__ w, T* __restrict__ y) {
+  using V = Vec<T, VEC>;
+  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
+  constexpr int kVecs = N / VEC;
+  constexpr int kChunk = (kVecs + CLUSTER - 1) / CLUSTER;  // vectors per CTA
+  constexpr int kParts = (kChunk + TPB - 1) / TPB;          // part i: thread t's i-th vector
+  constexpr bool kExact = kVecs % CLUSTER == 0 && kChunk % TPB == 0;
+  // Weight vectors are loaded while x is in flight when they fit 128 bytes a thread.
+  constexpr bool kPrefetchW = HAS_WEIGHT && kParts * 16 <= 128;
+  extern __shared__ __align__(128) unsigned char staged_bytes[];
+  __shared__ __align__(8) unsigned long long landed[kParts];
+  __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
+  __shared__ float partials[CLUSTER];
+
+  V* stage = reinterpret_cast<V*>(staged_bytes);
+  V* stage_r = stage + kChunk;  // ADD_RESIDUAL only
+  unsigned rank = 0;
+  if constexpr (CLUSTER > 1) {
+    rank = cluster::rank();
+    cluster::arrive_relaxed();  // "started"; the matching wait() comes before any remote store
+  }
+  const int begin = static_cast<int>(rank) * kChunk;
+  const int count = begin + kChunk < kVecs ? kChunk : kVecs - begin;  // vectors of this CTA
+  const V* xr = reinterpret_cast<const V*>(x) + begin;
+  const V* rin = ADD_RESIDUAL ? reinterpret_cast<const V*>(residual_in) + begin : nullptr;
+  V* rout = ADD_RESIDUAL ? reinterpret_cast<V*>(residual_out) + begin : nullptr;
+  const V* wr = HAS_WEIGHT ? reinterpret_cast<const V*>(w) + begin : nullptr;
+  V* yr = reinterpret_cast<V*>(y) + begin;
+  const int t = static_cast<int>(threadIdx.x);
+
+  bulk::stage<kParts>(stage, xr, count, TPB, landed, ADD_RESIDUAL ? stage_r : nullptr, rin);
+  V wcache[kPrefetchW ? kParts : 1];
+  if constexpr (kPrefetchW) {
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < count) wcache[i] = wr[c];
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kParts; ++i) {
+    const int c = i * TPB + t;
+    if (kExact || c < count) {
+      bulk::wait(&landed[i], 0);
+      V v = stage[c];
+      if constexpr (ADD_RESIDUAL) {
+        const V r = stage_r[c];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
+        rout[c] = v;
+        stage[c] = v;  // the scale pass normalises the rounded sum
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
+    }
+  }
+  float total = group_sum<TPB>(ss, scratch);
+  if constexpr (CLUSTER > 1) {
+    cluster::wait();  // every CTA has started: its `partials` may be written
+    if (t < CLUSTER) cluster::store_remote(&partials[rank], static_cast<unsigned>(t), total);
+    cluster::arrive();  // release: the pushes above ...
+    cluster::wait();    // ... are visible here, from every CTA
+    total = 0.f;
+#pragma unroll
+    for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
+  }
+  const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+#pragma unroll
+  for (int i = 0; i < kParts; ++i) {
+    const int c = i * TPB + t;
+    if (kExact || c < count) {
+      const V v = stage[c];
+      V wv;
+      if constexpr (kPrefetchW) wv = wcache[i];
+      else if constexpr (HAS_WEIGHT) wv = wr[c];
+      V out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float f = to_float(v.v[j]) * rs;
+        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+        out.v[j] = from_float<T>(f);
+      }
+      yr[c] = out;
+    }
+  }
+}
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPB)
+rms_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
+  rms_norm_staged_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(x + off, nullptr, nullptr, w, y + off);
+}
+
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+__global__ void __launch_bounds__(TPB)
+fused_add_rms_norm_fwd_staged(const T* __restrict__ x, const T* residual_in, T* residual_out,
+                              const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
+  rms_norm_staged_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(x + off, residual_in + off,
+                                                                           residual_out + off, w, y + off);
+}
+
+}  // namespace tileops
