@@ -76,12 +76,15 @@ TEST(RmsNormPlan, NameIsReadableAndCarriesTheIdentity) {
 TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   using tileops::nvrtc::RmsNormImpl;
   auto impl = [](c10::ScalarType t, int64_t n, int cc) { return plan_rms_norm(t, n, true, 1e-6f, 16, false, cc).impl; };
-  EXPECT_EQ(impl(c10::kBFloat16, 4096, 9), RmsNormImpl::kRegisterResident);  // 8 KB: registers
-  EXPECT_EQ(impl(c10::kBFloat16, 8192, 9), RmsNormImpl::kStaged);             // 16 KB on sm_90: shared memory
-  EXPECT_EQ(impl(c10::kBFloat16, 32768, 9), RmsNormImpl::kStaged);            // 64 KB: still one CTA
-  EXPECT_EQ(impl(c10::kBFloat16, 32768, 8), RmsNormImpl::kRegisterResident);  // no bulk copies before sm_90
-  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 4, false, 9).impl,  // 8-byte accesses
-            RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(impl(c10::kBFloat16, 4096, 9), RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(impl(c10::kBFloat16, 32768, 9), RmsNormImpl::kRegisterResident);  // 64 KB: still one CTA
+  // The fused add stages rows of 32..64 KB in shared memory on sm_90+ with 16-byte accesses.
+  auto fused = [](int64_t n, int max_vec, int cc) { return plan_rms_norm(c10::kBFloat16, n, true, 1e-6f, max_vec, true, cc).impl; };
+  EXPECT_EQ(fused(16384, 8, 9), RmsNormImpl::kStaged);
+  EXPECT_EQ(fused(32768, 8, 9), RmsNormImpl::kStaged);
+  EXPECT_EQ(fused(8192, 8, 9), RmsNormImpl::kRegisterResident);   // 16 KB: registers
+  EXPECT_EQ(fused(16384, 8, 8), RmsNormImpl::kRegisterResident);  // no bulk copies before sm_90
+  EXPECT_EQ(fused(16384, 4, 9), RmsNormImpl::kRegisterResident);  // 8-byte accesses
   EXPECT_EQ(impl(c10::kBFloat16, 65536, 9), RmsNormImpl::kCluster);
   EXPECT_EQ(impl(c10::kBFloat16, 131072, 9), RmsNormImpl::kCluster);          // the long-row workload
   EXPECT_EQ(impl(c10::kFloat, 1 << 18, 9), RmsNormImpl::kCluster);            // 1 MB: 8 CTAs of 128 KB
@@ -94,10 +97,10 @@ TEST(RmsNormImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   EXPECT_EQ(p.tpr, 128);
   EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(p), 32768);
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 65536, true, 1e-6f, 8, false, 9).cluster, 4);
-  const auto row = plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 9);  // staged row: a CTA of
-  EXPECT_EQ(row.cluster, 1);                                                        // 128 threads,
-  EXPECT_EQ(row.tpr, 128);                                                          // 8 vectors each
-  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(row), 16384);
+  const auto row = plan_rms_norm(c10::kBFloat16, 16384, true, 1e-6f, 8, true, 9);  // staged row: a CTA of
+  EXPECT_EQ(row.cluster, 1);                                                        // 256 threads, 8
+  EXPECT_EQ(row.tpr, 256);                                                          // vectors each, x
+  EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(row), 65536);                       // and residual
 }
 
 // Staging needs 16-byte accesses (bulk copies move multiples of 16 bytes); the fused add stages the
@@ -157,19 +160,18 @@ TEST(RmsNormClusterCompiles, ToCubinForSm90a) {
     }
 }
 
-// Staged rows (one CTA, the row in shared memory) for both ops, with and without weight, exact and
-// ragged parts (8200 bf16 = 1025 vectors on 128 threads).
+// Staged fused-add rows (one CTA, x and residual in shared memory), with and without weight, exact
+// and ragged parts (16392 bf16 = 2049 vectors on 256 threads).
 TEST(RmsNormStagedCompiles, ToCubinForSm90a) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  for (auto [dtype, n, weight] : {std::tuple{c10::kBFloat16, int64_t{8192}, true}, std::tuple{c10::kFloat, int64_t{16384}, false},
-                                  std::tuple{c10::kHalf, int64_t{8200}, true}})
-    for (bool fused : {false, true}) {
-      const auto plan = plan_rms_norm(dtype, n, weight, FLT_EPSILON, 8, fused, 9);
-      ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kStaged);
-      const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
-      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-      EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_staged"), std::string::npos);
-    }
+  for (auto [dtype, n, weight] : {std::tuple{c10::kBFloat16, int64_t{16384}, true}, std::tuple{c10::kFloat, int64_t{8192}, false},
+                                  std::tuple{c10::kHalf, int64_t{16392}, true}}) {
+    const auto plan = plan_rms_norm(dtype, n, weight, FLT_EPSILON, 8, true, 9);
+    ASSERT_EQ(plan.impl, tileops::nvrtc::RmsNormImpl::kStaged);
+    const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    EXPECT_NE(cubin.lowered_name.find("fused_add_rms_norm_fwd_staged"), std::string::npos);
+  }
 }
 
 TEST(NvrtcTarget, ArchForHopperIsSm90a) {
@@ -217,7 +219,7 @@ TEST(LayerNormStaged, AppliesAndCompilesForSm90a) {
   for (auto [n, weight, bias] : {std::tuple{int64_t{4096}, true, true}, std::tuple{int64_t{16384}, true, false},
                                  std::tuple{int64_t{4104}, false, true}}) {
     auto plan = tileops::nvrtc::plan_rms_norm(c10::kBFloat16, n, weight, 1e-5f, 8);
-    tileops::nvrtc::plan_staged(plan);
+    tileops::nvrtc::plan_staged(plan, tileops::nvrtc::kLayerNormStagedPerThread);
     EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(plan), n * 2);
     const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::layer_norm_source(plan, bias, "sm_90a"));
     EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));

@@ -95,7 +95,7 @@ KernelBuilder layer_norm_builder() {
     std::memcpy(&eps, &bits, sizeof eps);
     RmsNormPlan plan = plan_rms_norm(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[3] != 0, eps,
                                      static_cast<int>(key.words[5]));
-    if (key.words[6] != 0) plan_staged(plan);
+    if (key.words[6] != 0) plan_staged(plan, kLayerNormStagedPerThread);
     LoadedKernel k = load(layer_norm_source(plan, key.words[4] != 0, dev.arch), call.device.index());
     allow_dynamic_smem(k, rms_norm_smem_bytes(plan), dev);
     return std::make_shared<LayerNormKernel>(std::move(k), plan);

@@ -110,9 +110,12 @@ bool plan_cluster(RmsNormPlan& p) {
   return fits;
 }
 
-// Staged rows (kStaged): one CTA per row, the row in shared memory; rows of 16 KB and more by
-// default (TILEOPS_STAGED_MIN_ROW_BYTES overrides).
-constexpr int kRmsStagedMinRowBytes = 16384;
+// Staged rows (kStaged) serve the fused add's rows of 32 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES
+// overrides), 8 vectors a thread. H200 sweep (docs/PERF.md): fused add 4096x16384 bf16 134.9 us vs
+// 139.2 in registers, but 2048x8192 36.6 vs 35.1; RMSNorm was slower staged at both (19.2 vs 18.8,
+// 68.9 vs 68.2), so its rows stay in registers.
+constexpr int kFusedAddStagedMinRowBytes = 32768;
+constexpr int kStagedRowPerThread = 8;
 
 RmsNormPlan base_plan(const RmsNormProblem& q) {
   RmsNormPlan p{};
@@ -135,13 +138,13 @@ bool cluster_applies(const RmsNormProblem& q) {
 }
 bool streaming_applies(const RmsNormProblem&) { return true; }
 bool staged_applies(const RmsNormProblem& q) {
-  return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kRmsStagedMinRowBytes);
+  return q.add_residual && staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kFusedAddStagedMinRowBytes);
 }
 
 constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
 
-RmsNormProblem problem_of(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major) {
-  return RmsNormProblem{dtype, n, row_access_width(dtype, n, max_vec), cc_major};
+RmsNormProblem problem_of(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major, bool add_residual) {
+  return RmsNormProblem{dtype, n, row_access_width(dtype, n, max_vec), cc_major, add_residual};
 }
 
 }  // namespace
@@ -166,7 +169,7 @@ const char* rms_norm_impl_name(RmsNormImpl impl) {
 
 RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, float eps, int max_vec,
                           bool add_residual, int cc_major) {
-  const RmsNormProblem q = problem_of(dtype, n, max_vec, cc_major);
+  const RmsNormProblem q = problem_of(dtype, n, max_vec, cc_major, add_residual);
   RmsNormPlan p = base_plan(q);
   p.add_residual = add_residual;
   p.has_weight = has_weight;
@@ -178,17 +181,17 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
     case RmsNormImpl::kRegisterResident: plan_row_per_cta(p, true); break;
     case RmsNormImpl::kCluster: plan_cluster(p); break;
     case RmsNormImpl::kStreaming: plan_row_per_cta(p, false); break;
-    case RmsNormImpl::kStaged: plan_staged(p); break;
+    case RmsNormImpl::kStaged: plan_staged(p, kStagedRowPerThread); break;
   }
   return p;
 }
 
-void plan_staged(RmsNormPlan& p) {
+void plan_staged(RmsNormPlan& p, int per_thread) {
   p.staged = true;
   p.cluster = 1;
   p.rows = 1;
   p.cache = true;
-  p.tpr = staged_row_threads(p.n / p.vec);
+  p.tpr = staged_row_threads(p.n / p.vec, per_thread);
 }
 
 bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, int cc_major, int min_row_bytes) {
@@ -198,9 +201,10 @@ bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, int cc_major,
          bytes <= 65536;
 }
 
-int staged_row_threads(int64_t vecs) {
-  static const int kPerThread = env_int("TILEOPS_STAGED_ROW_VPT", 8, 1, 32);
-  return std::clamp(next_pow2((vecs + kPerThread - 1) / kPerThread), 32, 1024);
+int staged_row_threads(int64_t vecs, int per_thread) {
+  static const int kKnob = env_int("TILEOPS_STAGED_ROW_VPT", 0, 1, 32);
+  const int v = kKnob ? kKnob : per_thread;
+  return std::clamp(next_pow2((vecs + v - 1) / v), 32, 1024);
 }
 
 int rms_norm_smem_bytes(const RmsNormPlan& p) {
@@ -250,7 +254,7 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
     const int elem = static_cast<int>(x.element_size());
     const int max_vec = alignment_vec(call, slots, elem);
     const DeviceInfo& dev = device_info(call.device.index());
-    const RmsNormProblem q = problem_of(x.scalar_type(), n, max_vec, dev.cc_major);
+    const RmsNormProblem q = problem_of(x.scalar_type(), n, max_vec, dev.cc_major, add);
     const auto& impl = select_implementation(call.op_name, rms_norm_implementations(), q);
     return BuildKey{static_cast<int64_t>(x.scalar_type()), n, static_cast<int64_t>(float_bits(eps_of(call, slots))),
                     call.inputs[slots.weight].defined() ? 1 : 0, max_vec, impl.id,

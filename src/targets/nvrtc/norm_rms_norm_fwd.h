@@ -20,7 +20,8 @@ enum class RmsNormImpl : int {
   kRegisterResident = 0,  // one CTA (or a slice of one) per row, the row in registers
   kCluster = 1,           // sm_90+: a thread-block cluster per row, partial sums through DSMEM
   kStreaming = 2,         // any row: two passes, the second walking back through L2
-  kStaged = 3,            // sm_90+, 16-byte accesses, rows up to 64 KB: one CTA per row, the row in shared memory
+  kStaged = 3,            // FusedAddRMSNormFwdOp, sm_90+, 16-byte accesses, rows of 32..64 KB: one CTA
+                          // per row, x and residual in shared memory
 };
 
 // What the choice depends on: the row, its access width, and the device's compute capability
@@ -30,6 +31,7 @@ struct RmsNormProblem {
   int64_t n;
   int vec;       // elements per access
   int cc_major;  // 0: unknown (no cluster)
+  bool add_residual = false;  // FusedAddRMSNormFwdOp
 };
 
 struct RmsNormPlan {
@@ -51,10 +53,11 @@ struct RmsNormPlan {
 // copies), 16-byte accesses, rows of min_row_bytes (the op's default; TILEOPS_STAGED_MIN_ROW_BYTES
 // overrides it for tuning sweeps) up to 64 KB.
 bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, int cc_major, int min_row_bytes);
-// Threads a CTA of a staged row: about TILEOPS_STAGED_ROW_VPT (default 8) vectors a thread, 32..1024.
-int staged_row_threads(int64_t vecs);
-// Turns a plan into a staged row (kStaged): one CTA of staged_row_threads per row.
-void plan_staged(RmsNormPlan& p);
+// Threads a CTA of a staged row: about `per_thread` vectors a thread (the op's default;
+// TILEOPS_STAGED_ROW_VPT overrides it for tuning sweeps), 32..1024.
+int staged_row_threads(int64_t vecs, int per_thread);
+// Turns a plan into a staged row (kStaged): one CTA of staged_row_threads(vecs, per_thread) per row.
+void plan_staged(RmsNormPlan& p, int per_thread);
 
 // Dynamic shared memory a launch of the plan needs (the staged cluster chunk; 0 otherwise).
 int rms_norm_smem_bytes(const RmsNormPlan& p);
