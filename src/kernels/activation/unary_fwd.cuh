@@ -5,9 +5,8 @@
 // stores of OUT = min(VEC, 16 / sizeof(TO)), so with TI == TO a step is one 16-byte load and one
 // 16-byte store (when the host found the pointers aligned), and with TI != TO the host picks VEC so
 // that both sides move 16 bytes an access (int8 -> float: one load, four stores). UNROLL steps are
-// in flight per loop trip (all loads, then all stores), a CTA's trip one contiguous tile, tiles
-// grid-strided over the n / VEC full steps; the n % VEC trailing elements go to the grid's first
-// threads.
+// in flight per loop trip (all loads, then all stores), grid-stride over the n / VEC full steps; the
+// n % VEC trailing elements go to the grid's first threads.
 // x and y may be the same buffer (the _writes_x branch, TI == TO): no __restrict__, and each element
 // is read once then written by the same thread, so aliasing is safe.
 #pragma once
@@ -27,13 +26,8 @@ __global__ void __launch_bounds__(256) unary_fwd(const TI* x, TO* y, long long n
   const VI* xv = reinterpret_cast<const VI*>(x);
   VO* yv = reinterpret_cast<VO*>(y);
   const long long tid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  // A CTA's trip covers one contiguous tile of blockDim * UNROLL steps (thread t's u-th step at
-  // u * blockDim + t), as torch's elementwise kernels do: striding each thread's UNROLL steps a
-  // whole grid apart ran float32 64 MB 2-3 % behind torch eager (docs/PERF.md).
-  const long long stride = static_cast<long long>(blockDim.x);
-  const long long tile = stride * UNROLL;
-  for (long long i = static_cast<long long>(blockIdx.x) * tile + threadIdx.x; i < nv;
-       i += static_cast<long long>(gridDim.x) * tile) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = tid; i < nv; i += stride * UNROLL) {
     VI v[UNROLL][VEC / IN];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u)
