@@ -2,7 +2,8 @@
 // CLUSTER CTAs of a thread-block cluster. CTA k holds the k-th chunk of the row in registers, so
 // each element is read from HBM once; the CTAs' partial sums of squares meet in distributed shared
 // memory, added in rank order (the same order on every CTA and every run). This register variant
-// serves accesses narrower than 16 bytes; rms_norm_fwd_staged.cuh (chunks in shared memory) the rest.
+// serves accesses narrower than 16 bytes and fused-add chunks whose x + residual would exceed the
+// staged budget (128 KB a CTA); rms_norm_fwd_staged.cuh (chunks in shared memory) the rest.
 // Grid: rows * CLUSTER CTAs of TPB threads, launched with 1-D clusters of CLUSTER. Same arguments
 // as the register-resident kernels in rms_norm_fwd.cuh (`rows` is implied by the grid).
 #pragma once
