@@ -48,6 +48,8 @@ std::string load_driver(DriverApi& api) {
   resolve(lib, "cuModuleUnload", api.cuModuleUnload, &missing);
   resolve(lib, "cuModuleGetFunction", api.cuModuleGetFunction, &missing);
   resolve(lib, "cuFuncSetAttribute", api.cuFuncSetAttribute, &missing);
+  resolve(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", api.cuOccupancyMaxActiveBlocksPerMultiprocessor,
+          &missing);
   resolve(lib, "cuLaunchKernel", api.cuLaunchKernel, &missing);
   resolve(lib, "cuStreamIsCapturing", api.cuStreamIsCapturing, &missing);
   resolve(lib, "cuLaunchKernelEx", api.cuLaunchKernelEx, nullptr);  // CUDA >= 11.8 drivers only

@@ -174,6 +174,41 @@ TEST(RmsNormStagedCompiles, ToCubinForSm90a) {
   }
 }
 
+// RMSNorm rows stay in registers by default (staged measured slower on the H200); the staged
+// kernel still serves them when a sweep asks (TILEOPS_STAGED_MIN_ROW_BYTES): it must compile.
+TEST(RmsNormStagedCompiles, PlainRowsToCubinForSm90a) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 9).impl,
+            tileops::nvrtc::RmsNormImpl::kRegisterResident);
+  for (auto [n, weight] : {std::pair{int64_t{8192}, true}, std::pair{int64_t{4104}, false}}) {
+    auto plan = plan_rms_norm(c10::kBFloat16, n, weight, FLT_EPSILON, 8, false, 9);
+    tileops::nvrtc::plan_staged(plan, 8);
+    const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
+    EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_staged"), std::string::npos);
+    EXPECT_EQ(cubin.lowered_name.find("fused_add"), std::string::npos);
+  }
+}
+
+// Persistent staged rows: the grid holds what fits the SMs at once (two slots a CTA), and a call with
+// more rows gives every CTA the same number of rows (no straggler wave); one slot when each CTA has
+// one row.
+TEST(StagedWalk, EqualWalksWithinWhatFitsTheSms) {
+  using tileops::nvrtc::staged_walk_for;
+  const auto w = staged_walk_for(13, 132, 16384);  // 16 KB rows: 13 CTAs an SM on 132 SMs
+  EXPECT_EQ(w.max_grid, 1716);
+  EXPECT_EQ(w.grid(1000), 1000);  // fits: a CTA a row, one slot
+  EXPECT_EQ(w.smem_bytes(1000), 16384);
+  EXPECT_EQ(w.grid(1716), 1716);
+  EXPECT_EQ(w.grid(2048), 1024);  // 2 rows each, not 1716 CTAs of which 332 walk twice
+  EXPECT_EQ(w.smem_bytes(2048), 32768);
+  EXPECT_EQ(w.grid(4097), 1366);  // 3 rows each (the last CTA 2)
+  EXPECT_LE(w.grid(1 << 20), w.max_grid);
+  EXPECT_GE(w.grid(1 << 20) * ((int64_t{1} << 20) / w.grid(1 << 20) + 1), int64_t{1} << 20);
+  const auto off = staged_walk_for(0, 132, 16384);  // two slots do not fit: one CTA a row
+  EXPECT_EQ(off.grid(100000), 100000);
+  EXPECT_EQ(off.smem_bytes(100000), 16384);
+}
+
 TEST(NvrtcTarget, ArchForHopperIsSm90a) {
   EXPECT_EQ(tileops::nvrtc::arch_for(9, 0), "sm_90a");
   EXPECT_EQ(tileops::nvrtc::arch_for(8, 0), "sm_80");

@@ -53,17 +53,13 @@ __device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
 }
 
 // Thread 0 of the CTA brings `count` 16-byte vectors from `src` to `dst` (and as many from `src2` to
-// `dst2` when src2 is given) in PARTS parts of `part` vectors; part i completes landed[i] (phase 0),
-// so consumers of the first part start while the rest is in flight. Every thread must pass a
-// __syncthreads() after this call before it waits on a part (the barriers' initialisation).
+// `dst2` when src2 is given) in PARTS parts of `part` vectors; part i completes landed[i] once, so
+// consumers of the first part start while the rest is in flight. Barriers are initialised elsewhere
+// (stage(), RowStager::init()).
 template <int PARTS, typename V>
-__device__ __forceinline__ void stage(V* dst, const V* src, int count, int part, unsigned long long* landed,
-                                      V* dst2 = nullptr, const V* src2 = nullptr) {
+__device__ __forceinline__ void issue_parts(V* dst, const V* src, int count, int part, unsigned long long* landed,
+                                            V* dst2, const V* src2) {
   static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
-  if (threadIdx.x != 0) return;
-#pragma unroll
-  for (int i = 0; i < PARTS; ++i) init(&landed[i]);
-  fence_init();
 #pragma unroll
   for (int i = 0; i < PARTS; ++i) {
     const int lo = i * part, hi = lo + part < count ? lo + part : count;
@@ -74,6 +70,58 @@ __device__ __forceinline__ void stage(V* dst, const V* src, int count, int part,
     if (src2) copy(dst2 + lo, src2 + lo, bytes, &landed[i]);
   }
 }
+
+// One chunk, staged once: thread 0 initialises the PARTS barriers and issues the copies (phase 0 of
+// landed[i] completes part i). Every thread must pass a __syncthreads() after this call before it
+// waits on a part (the barriers' initialisation).
+template <int PARTS, typename V>
+__device__ __forceinline__ void stage(V* dst, const V* src, int count, int part, unsigned long long* landed,
+                                      V* dst2 = nullptr, const V* src2 = nullptr) {
+  if (threadIdx.x != 0) return;
+#pragma unroll
+  for (int i = 0; i < PARTS; ++i) init(&landed[i]);
+  fence_init();
+  issue_parts<PARTS>(dst, src, count, part, landed, dst2, src2);
+}
+
+// Rows of VECS vectors (STREAMS tensors a row: x, and the residual for the fused add) staged for a
+// persistent CTA that walks rows blockIdx.x, + gridDim.x, ...: two slots, so the next row's bytes
+// are in flight while the CTA works on the current one (a CTA that stages one row and exits has
+// nothing in flight while it reduces and writes). Slot s holds rows 2k + s of the CTA's walk; its
+// barriers complete one phase per use, so the k-th use waits on parity k & 1.
+// Shared memory: `buf` of 2 * STREAMS * VECS vectors (STREAMS * VECS when the walk is one row:
+// slot 1 is then never used), `landed` of 2 * parts() barriers.
+template <typename V, int VECS, int TPB, int STREAMS>
+struct RowStager {
+  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
+  static constexpr int kParts = (VECS + TPB - 1) / TPB;  // part i: thread t's i-th vector
+  V* buf;
+  unsigned long long* landed;
+
+  __device__ __forceinline__ V* row(int slot, int stream = 0) const { return buf + (slot * STREAMS + stream) * VECS; }
+  // Thread 0, once, before the first issue(); a __syncthreads() must follow before anyone waits.
+  __device__ __forceinline__ void init() const {
+#pragma unroll
+    for (int i = 0; i < 2 * kParts; ++i) bulk::init(&landed[i]);
+    fence_init();
+  }
+  // Thread 0: `count` (<= VECS) vectors of the row at `src` (and `src2`, the second stream) into
+  // `slot`. Every thread must have finished with the slot's previous row (a __syncthreads() since),
+  // and have fenced its own generic writes to it (fence_generic_writes()) when it made any.
+  __device__ __forceinline__ void issue(int slot, int count, const V* src, const V* src2 = nullptr) const {
+    issue_parts<kParts>(row(slot, 0), src, count, TPB, &landed[slot * kParts], STREAMS > 1 ? row(slot, 1) : nullptr,
+                        src2);
+  }
+  // Waits until part `part` of the slot's `use`-th row has landed.
+  __device__ __forceinline__ void wait(int slot, int part, unsigned use) const {
+    bulk::wait(&landed[slot * kParts + part], use & 1u);
+  }
+};
+
+// Orders this thread's earlier generic-proxy writes to shared memory before later bulk copies (the
+// async proxy) into the same bytes: a staged row that was written in place is overwritten by the
+// copy of a later row.
+__device__ __forceinline__ void fence_generic_writes() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 }  // namespace bulk
 }  // namespace tileops

@@ -4,7 +4,10 @@
 // registers: 126 registers a thread, 2 CTAs an SM, 0.86-0.90 of copy on the H200 (ncu, PERF.md).
 // Here a CTA holds no loads in flight and few registers, so occupancy is bounded by shared memory;
 // mean and variance stay two exact passes (over shared memory).
-// Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
+// Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
+// while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
+// Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
+// the walk is longer than a row.
 #pragma once
 #include "common/bulk_copy.cuh"
 #include "common/dtypes.cuh"
@@ -15,30 +18,34 @@ namespace tileops {
 template <typename T, int N, int VEC, int TPB, bool HAS_WEIGHT, bool HAS_BIAS, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPB)
 layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
-                      long long /*rows*/) {
+                      long long rows) {
   using V = Vec<T, VEC>;
-  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
   constexpr int kVecs = N / VEC;
-  constexpr int kParts = (kVecs + TPB - 1) / TPB;  // part i: thread t's i-th vector
+  using Stager = bulk::RowStager<V, kVecs, TPB, 1>;
+  constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % TPB == 0;
-  // Weight and bias vectors are loaded while x is in flight when each fits 64 bytes a thread.
-  constexpr bool kPrefetch = (HAS_WEIGHT || HAS_BIAS) && kParts * 16 <= 64;
+  // Weight and bias vectors stay in registers (for every row of the walk) when each fits 64 bytes a
+  // thread.
+  constexpr bool kCache = (HAS_WEIGHT || HAS_BIAS) && kParts * 16 <= 64;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[kParts];
+  __shared__ __align__(8) unsigned long long landed[2 * kParts];
   __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
 
-  V* stage = reinterpret_cast<V*>(staged_bytes);
-  const long long off = static_cast<long long>(blockIdx.x) * N;
-  const V* xr = reinterpret_cast<const V*>(x + off);
-  V* yr = reinterpret_cast<V*>(y + off);
+  const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const V* wr = reinterpret_cast<const V*>(w);
   const V* br = reinterpret_cast<const V*>(b);
   const int t = static_cast<int>(threadIdx.x);
+  const long long step = gridDim.x;
+  long long row = blockIdx.x;
+  auto row_of = [&](long long r) { return reinterpret_cast<const V*>(x + r * N); };
 
-  bulk::stage<kParts>(stage, xr, kVecs, TPB, landed);
-  V wcache[kPrefetch && HAS_WEIGHT ? kParts : 1];
-  V bcache[kPrefetch && HAS_BIAS ? kParts : 1];
-  if constexpr (kPrefetch) {
+  if (t == 0) {
+    stager.init();
+    if (row < rows) stager.issue(0, kVecs, row_of(row));
+  }
+  V wcache[kCache && HAS_WEIGHT ? kParts : 1];
+  V bcache[kCache && HAS_BIAS ? kParts : 1];
+  if constexpr (kCache) {
 #pragma unroll
     for (int i = 0; i < kParts; ++i) {
       const int c = i * TPB + t;
@@ -50,48 +57,58 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
 
-  float sum = 0.f;
+  for (unsigned it = 0; row < rows; row += step, ++it) {
+    const int slot = static_cast<int>(it & 1u);
+    const unsigned use = it >> 1;
+    const long long next = row + step;
+    if (t == 0 && next < rows) stager.issue(slot ^ 1, kVecs, row_of(next));
+    const V* stage = stager.row(slot);
+    V* yr = reinterpret_cast<V*>(y + row * N);
+
+    float sum = 0.f;
 #pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < kVecs) {
-      bulk::wait(&landed[i], 0);
-      const V v = stage[c];
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < kVecs) {
+        stager.wait(slot, i, use);
+        const V v = stage[c];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
-    }
-  }
-  const float mean = group_sum<TPB>(sum, scratch) / N;
-  if constexpr (TPB > 32) __syncthreads();  // scratch is reused by the second reduction
-  float sq = 0.f;
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < kVecs) {
-      const V v = stage[c];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
-    }
-  }
-  const float rstd = rsqrtf(group_sum<TPB>(sq, scratch) / N + __uint_as_float(EPS_BITS));
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < kVecs) {
-      const V v = stage[c];
-      V wv, bv;
-      if constexpr (HAS_WEIGHT) wv = kPrefetch ? wcache[i] : wr[c];
-      if constexpr (HAS_BIAS) bv = kPrefetch ? bcache[i] : br[c];
-      V out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = (to_float(v.v[j]) - mean) * rstd;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
-        out.v[j] = from_float<T>(f);
+        for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
       }
-      yr[c] = out;
     }
+    const float mean = group_sum<TPB>(sum, scratch) / N;
+    if constexpr (TPB > 32) __syncthreads();  // scratch is reused by the second reduction
+    float sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < kVecs) {
+        const V v = stage[c];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
+      }
+    }
+    const float rstd = rsqrtf(group_sum<TPB>(sq, scratch) / N + __uint_as_float(EPS_BITS));
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < kVecs) {
+        const V v = stage[c];
+        V wv, bv;
+        if constexpr (HAS_WEIGHT) wv = kCache ? wcache[i] : wr[c];
+        if constexpr (HAS_BIAS) bv = kCache ? bcache[i] : br[c];
+        V out;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          float f = (to_float(v.v[j]) - mean) * rstd;
+          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+          if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
+          out.v[j] = from_float<T>(f);
+        }
+        yr[c] = out;
+      }
+    }
+    if (next < rows) __syncthreads();  // the slot (and scratch) are free before the next issue into it
   }
 }
 

@@ -11,8 +11,12 @@
 // With ADD_RESIDUAL (FusedAddRMSNormFwdOp) x and residual are both staged; s = T(x + residual)
 // is stored to residual_out (which may alias residual_in: each element is written by the thread
 // that read it, after its part landed) and replaces x in shared memory for the scale pass.
-// Grid: rows * CLUSTER CTAs of TPB threads (1-D clusters of CLUSTER when > 1). Dynamic shared memory:
-// kChunk * 16 bytes, twice that with ADD_RESIDUAL (rms_norm_smem_bytes on the host).
+// Persistent walk (CLUSTER == 1): a CTA serves rows blockIdx.x, + gridDim.x, ..., with the next
+// row's copy issued before it works on the current one (bulk::RowStager, two slots), so its bytes
+// are in flight while the CTA reduces and writes. A grid of `rows` CTAs walks one row each.
+// Grid: CLUSTER == 1: up to rows CTAs (the host sizes it to what fits the SMs at once); CLUSTER > 1:
+// rows * CLUSTER CTAs in 1-D clusters. TPB threads. Dynamic shared memory: kChunk * 16 bytes, twice
+// that with ADD_RESIDUAL, twice again when the walk is longer than a row (rms_norm_smem_bytes).
 #pragma once
 #include "common/bulk_copy.cuh"
 #include "common/dtypes.cuh"
@@ -22,23 +26,23 @@
 namespace tileops {
 
 template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS, bool ADD_RESIDUAL>
-__device__ __forceinline__ void rms_norm_staged_row(const T* __restrict__ x, const T* residual_in, T* residual_out,
-                                                    const T* __restrict__ w, T* __restrict__ y) {
+__device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, const T* residual_in, T* residual_out,
+                                                     const T* __restrict__ w, T* __restrict__ y, long long rows) {
   using V = Vec<T, VEC>;
   static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
   constexpr int kVecs = N / VEC;
   constexpr int kChunk = (kVecs + CLUSTER - 1) / CLUSTER;  // vectors per CTA
-  constexpr int kParts = (kChunk + TPB - 1) / TPB;          // part i: thread t's i-th vector
+  using Stager = bulk::RowStager<V, kChunk, TPB, ADD_RESIDUAL ? 2 : 1>;
+  constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % CLUSTER == 0 && kChunk % TPB == 0;
-  // Weight vectors are loaded while x is in flight when they fit 128 bytes a thread.
-  constexpr bool kPrefetchW = HAS_WEIGHT && kParts * 16 <= 128;
+  // Weight vectors stay in registers (for every row of the walk) when they fit 128 bytes a thread.
+  constexpr bool kCacheW = HAS_WEIGHT && kParts * 16 <= 128;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[kParts];
+  __shared__ __align__(8) unsigned long long landed[2 * kParts];
   __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
   __shared__ float partials[CLUSTER];
 
-  V* stage = reinterpret_cast<V*>(staged_bytes);
-  V* stage_r = stage + kChunk;  // ADD_RESIDUAL only
+  const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   unsigned rank = 0;
   if constexpr (CLUSTER > 1) {
     rank = cluster::rank();
@@ -46,16 +50,20 @@ __device__ __forceinline__ void rms_norm_staged_row(const T* __restrict__ x, con
   }
   const int begin = static_cast<int>(rank) * kChunk;
   const int count = begin + kChunk < kVecs ? kChunk : kVecs - begin;  // vectors of this CTA
-  const V* xr = reinterpret_cast<const V*>(x) + begin;
-  const V* rin = ADD_RESIDUAL ? reinterpret_cast<const V*>(residual_in) + begin : nullptr;
-  V* rout = ADD_RESIDUAL ? reinterpret_cast<V*>(residual_out) + begin : nullptr;
   const V* wr = HAS_WEIGHT ? reinterpret_cast<const V*>(w) + begin : nullptr;
-  V* yr = reinterpret_cast<V*>(y) + begin;
   const int t = static_cast<int>(threadIdx.x);
+  // The walk: row, row + step, ... (one row when the grid is rows * CLUSTER: the host launches
+  // clusters so, as their partials are not double-buffered).
+  const long long step = gridDim.x / CLUSTER;
+  long long row = blockIdx.x / CLUSTER;
+  auto chunk_of = [&](const T* base, long long r) { return reinterpret_cast<const V*>(base + r * N) + begin; };
 
-  bulk::stage<kParts>(stage, xr, count, TPB, landed, ADD_RESIDUAL ? stage_r : nullptr, rin);
-  V wcache[kPrefetchW ? kParts : 1];
-  if constexpr (kPrefetchW) {
+  if (t == 0) {
+    stager.init();
+    if (row < rows) stager.issue(0, count, chunk_of(x, row), ADD_RESIDUAL ? chunk_of(residual_in, row) : nullptr);
+  }
+  V wcache[kCacheW ? kParts : 1];
+  if constexpr (kCacheW) {
 #pragma unroll
     for (int i = 0; i < kParts; ++i) {
       const int c = i * TPB + t;
@@ -64,69 +72,82 @@ __device__ __forceinline__ void rms_norm_staged_row(const T* __restrict__ x, con
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
 
-  float ss = 0.f;
+  for (unsigned it = 0; row < rows; row += step, ++it) {
+    const int slot = static_cast<int>(it & 1u);
+    const unsigned use = it >> 1;
+    const long long next = row + step;
+    if (t == 0 && next < rows)
+      stager.issue(slot ^ 1, count, chunk_of(x, next), ADD_RESIDUAL ? chunk_of(residual_in, next) : nullptr);
+    V* stage = stager.row(slot, 0);
+    const long long off = row * N;
+    V* rout = ADD_RESIDUAL ? reinterpret_cast<V*>(residual_out + off) + begin : nullptr;
+    V* yr = reinterpret_cast<V*>(y + off) + begin;
+
+    float ss = 0.f;
 #pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < count) {
-      bulk::wait(&landed[i], 0);
-      V v = stage[c];
-      if constexpr (ADD_RESIDUAL) {
-        const V r = stage_r[c];
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < count) {
+        stager.wait(slot, i, use);
+        V v = stage[c];
+        if constexpr (ADD_RESIDUAL) {
+          const V r = stager.row(slot, 1)[c];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
-        rout[c] = v;
-        stage[c] = v;  // the scale pass normalises the rounded sum
+          for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
+          rout[c] = v;  // residual_out may alias residual_in: this thread read element c (staged) first
+          stage[c] = v;  // the scale pass normalises the rounded sum
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
       }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
     }
-  }
-  float total = group_sum<TPB>(ss, scratch);
-  if constexpr (CLUSTER > 1) {
-    cluster::wait();  // every CTA has started: its `partials` may be written
-    if (t < CLUSTER) cluster::store_remote(&partials[rank], static_cast<unsigned>(t), total);
-    cluster::arrive();  // release: the pushes above ...
-    cluster::wait();    // ... are visible here, from every CTA
-    total = 0.f;
+    float total = group_sum<TPB>(ss, scratch);
+    if constexpr (CLUSTER > 1) {
+      cluster::wait();  // every CTA has started: its `partials` may be written
+      if (t < CLUSTER) cluster::store_remote(&partials[rank], static_cast<unsigned>(t), total);
+      cluster::arrive();  // release: the pushes above ...
+      cluster::wait();    // ... are visible here, from every CTA
+      total = 0.f;
 #pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
-  }
-  const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+      for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
+    }
+    const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
 #pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < count) {
-      const V v = stage[c];
-      V wv;
-      if constexpr (kPrefetchW) wv = wcache[i];
-      else if constexpr (HAS_WEIGHT) wv = wr[c];
-      V out;
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < count) {
+        const V v = stage[c];
+        V wv;
+        if constexpr (kCacheW) wv = wcache[i];
+        else if constexpr (HAS_WEIGHT) wv = wr[c];
+        V out;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = to_float(v.v[j]) * rs;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        out.v[j] = from_float<T>(f);
+        for (int j = 0; j < VEC; ++j) {
+          float f = to_float(v.v[j]) * rs;
+          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+          out.v[j] = from_float<T>(f);
+        }
+        yr[c] = out;
       }
-      yr[c] = out;
+    }
+    if (next < rows) {  // the same on every thread
+      if constexpr (ADD_RESIDUAL) bulk::fence_generic_writes();  // this slot was written in place
+      __syncthreads();  // the slot (and scratch) are free before the next issue into it
     }
   }
 }
 
 template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPB)
-rms_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
-  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
-  rms_norm_staged_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(x + off, nullptr, nullptr, w, y + off);
+rms_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
+  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(x, nullptr, nullptr, w, y, rows);
 }
 
 template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPB)
 fused_add_rms_norm_fwd_staged(const T* __restrict__ x, const T* residual_in, T* residual_out,
-                              const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
-  const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
-  rms_norm_staged_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(x + off, residual_in + off,
-                                                                           residual_out + off, w, y + off);
+                              const T* __restrict__ w, T* __restrict__ y, long long rows) {
+  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(x, residual_in, residual_out, w, y, rows);
 }
 
 }  // namespace tileops

@@ -4,7 +4,10 @@
 // read shared memory. The register kernel reached 0.85 of copy on 4096 x 4096 bf16 (ncu: long-
 // scoreboard stalls, 54 % achieved occupancy; PERF.md): here a CTA holds no loads in flight and few
 // registers, so more rows are in flight an SM.
-// Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
+// Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
+// while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
+// Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
+// the walk is longer than a row.
 #pragma once
 #include "common/bulk_copy.cuh"
 #include "reduction/softmax_fwd.cuh"
@@ -12,56 +15,70 @@
 namespace tileops {
 
 template <typename T, int N, int VEC, int TPB, bool LOG>
-__global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ x, T* __restrict__ y, long long /*rows*/) {
+__global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ x, T* __restrict__ y, long long rows) {
   using namespace softmax_detail;
   using V = Vec<T, VEC>;
-  static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
   constexpr int kVecs = N / VEC;
-  constexpr int kParts = (kVecs + TPB - 1) / TPB;  // part i: thread t's i-th vector
+  using Stager = bulk::RowStager<V, kVecs, TPB, 1>;
+  constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % TPB == 0;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[kParts];
+  __shared__ __align__(8) unsigned long long landed[2 * kParts];
   __shared__ float2 scratch_pair[TPB > 32 ? TPB / 32 : 1];
 
-  V* stage = reinterpret_cast<V*>(staged_bytes);
-  const long long off = static_cast<long long>(blockIdx.x) * N;
-  V* yr = reinterpret_cast<V*>(y + off);
+  const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const int t = static_cast<int>(threadIdx.x);
-  bulk::stage<kParts>(stage, reinterpret_cast<const V*>(x + off), kVecs, TPB, landed);
+  const long long step = gridDim.x;
+  long long row = blockIdx.x;
+  auto row_of = [&](long long r) { return reinterpret_cast<const V*>(x + r * N); };
+  if (t == 0) {
+    stager.init();
+    if (row < rows) stager.issue(0, kVecs, row_of(row));
+  }
   __syncthreads();  // the barriers are initialised before anyone waits on them
 
-  float m = neg_inf();
-#pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < kVecs) {
-      bulk::wait(&landed[i], 0);
-      const V v = stage[c];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
-    }
-  }
-  // Each thread reduces its vectors to (max, sum of exp(x - max)); one reduction of the pairs gives
-  // the row's (M, S), as in softmax_fwd.
-  float s = 0.f;
-  if (m != neg_inf()) {  // only -inf seen: adds nothing (and no -inf - -inf)
+  for (unsigned it = 0; row < rows; row += step, ++it) {
+    const int slot = static_cast<int>(it & 1u);
+    const unsigned use = it >> 1;
+    const long long next = row + step;
+    if (t == 0 && next < rows) stager.issue(slot ^ 1, kVecs, row_of(next));
+    const V* stage = stager.row(slot);
+    V* yr = reinterpret_cast<V*>(y + row * N);
+
+    float m = neg_inf();
 #pragma unroll
     for (int i = 0; i < kParts; ++i) {
       const int c = i * TPB + t;
       if (kExact || c < kVecs) {
+        stager.wait(slot, i, use);
         const V v = stage[c];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(v.v[j]) - m);
+        for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
       }
     }
-  }
-  const float2 ms = group_reduce<TPB>(make_float2(m, s), scratch_pair, CombineMaxSum{});
-  const float M = ms.x, S = ms.y;
-  const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
+    // Each thread reduces its vectors to (max, sum of exp(x - max)); one reduction of the pairs gives
+    // the row's (M, S), as in softmax_fwd.
+    float s = 0.f;
+    if (m != neg_inf()) {  // only -inf seen: adds nothing (and no -inf - -inf)
 #pragma unroll
-  for (int i = 0; i < kParts; ++i) {
-    const int c = i * TPB + t;
-    if (kExact || c < kVecs) yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s);
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < kVecs) {
+          const V v = stage[c];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(v.v[j]) - m);
+        }
+      }
+    }
+    const float2 ms = group_reduce<TPB>(make_float2(m, s), scratch_pair, CombineMaxSum{});
+    const float M = ms.x, S = ms.y;
+    const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + t;
+      if (kExact || c < kVecs) yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s);
+    }
+    if (next < rows) __syncthreads();  // the slot (and scratch) are free before the next issue into it
   }
 }
 

@@ -21,23 +21,24 @@ namespace op = tileops::ops::norm_layer_norm_fwd;
 
 class LayerNormKernel final : public Kernel {
  public:
-  LayerNormKernel(LoadedKernel k, RmsNormPlan p) : k_(std::move(k)), p_(p) {}
+  LayerNormKernel(LoadedKernel k, RmsNormPlan p, StagedWalk walk) : k_(std::move(k)), p_(p), walk_(walk) {}
   void launch(const OpCall& call) const override {
     const void* x = call.inputs[op::x].const_data_ptr();
     const void* w = call.inputs[op::weight].defined() ? call.inputs[op::weight].const_data_ptr() : nullptr;
     const void* b = call.inputs[op::bias].defined() ? call.inputs[op::bias].const_data_ptr() : nullptr;
     void* y = call.outputs[op::y].mutable_data_ptr();
     long long rows = call.inputs[op::x].numel() / p_.n;
-    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    const long long grid = p_.staged ? walk_.grid(rows) : (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     void* args[] = {&x, &w, &b, &y, &rows};
     nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows),
-                  static_cast<unsigned>(rms_norm_smem_bytes(p_)), args);
+                  static_cast<unsigned>(walk_.smem_bytes(rows)), args);
   }
 
  private:
   LoadedKernel k_;
   RmsNormPlan p_;
+  StagedWalk walk_;  // staged rows: persistent CTAs
 };
 
 int alignment_vec(const OpCall& call, int elem) {
@@ -97,8 +98,8 @@ KernelBuilder layer_norm_builder() {
                                      static_cast<int>(key.words[5]));
     if (key.words[6] != 0) plan_staged(plan, kLayerNormStagedPerThread);
     LoadedKernel k = load(layer_norm_source(plan, key.words[4] != 0, dev.arch), call.device.index());
-    allow_dynamic_smem(k, rms_norm_smem_bytes(plan), dev);
-    return std::make_shared<LayerNormKernel>(std::move(k), plan);
+    const StagedWalk walk = plan.staged ? plan_staged_walk(k, plan.tpr, rms_norm_smem_bytes(plan), dev) : StagedWalk{};
+    return std::make_shared<LayerNormKernel>(std::move(k), plan, walk);
   };
   b.describe = [](const BuildKey& key) {
     return "layer_norm_fwd(n=" + std::to_string(key.words[1]) + ", weight=" + std::to_string(key.words[3]) +

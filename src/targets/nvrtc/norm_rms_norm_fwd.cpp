@@ -37,14 +37,16 @@ int alignment_vec(const OpCall& call, const RmsNormSlots& s, int elem) {
 
 class RmsNormKernel final : public Kernel {
  public:
-  RmsNormKernel(LoadedKernel k, RmsNormPlan p, RmsNormSlots s) : k_(std::move(k)), p_(p), s_(s) {}
+  RmsNormKernel(LoadedKernel k, RmsNormPlan p, RmsNormSlots s, StagedWalk walk)
+      : k_(std::move(k)), p_(p), s_(s), walk_(walk) {}
   void launch(const OpCall& call) const override {
     const void* x = call.inputs[s_.x].const_data_ptr();
     const void* w = p_.has_weight ? call.inputs[s_.weight].const_data_ptr() : nullptr;
     void* y = call.outputs[s_.y].mutable_data_ptr();
     long long rows = call.inputs[s_.x].numel() / p_.n;
-    const long long grid = p_.staged || p_.impl == RmsNormImpl::kCluster ? rows * p_.cluster
-                                                                         : (rows + p_.rows - 1) / p_.rows;
+    const long long grid = p_.cluster > 1 ? rows * p_.cluster
+                           : p_.staged    ? walk_.grid(rows)
+                                          : (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     const void* r_in = p_.add_residual ? call.inputs[s_.residual].const_data_ptr() : nullptr;
     void* r_out = p_.add_residual ? call.outputs[s_.residual_out].mutable_data_ptr() : nullptr;  // residual when in place
@@ -52,7 +54,7 @@ class RmsNormKernel final : public Kernel {
     void* fused[] = {&x, &r_in, &r_out, &w, &y, &rows};
     void** args = p_.add_residual ? fused : plain;
     const auto block = static_cast<unsigned>(p_.tpr * p_.rows);
-    const auto smem = static_cast<unsigned>(rms_norm_smem_bytes(p_));
+    const auto smem = static_cast<unsigned>(walk_.smem_bytes(rows));
     if (p_.cluster > 1)
       nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block, static_cast<unsigned>(p_.cluster), smem, args);
     else
@@ -63,6 +65,7 @@ class RmsNormKernel final : public Kernel {
   LoadedKernel k_;
   RmsNormPlan p_;
   RmsNormSlots s_;
+  StagedWalk walk_;  // staged rows without a cluster: persistent CTAs; otherwise only slot_bytes
 };
 
 int elem_size(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
@@ -115,6 +118,7 @@ bool plan_cluster(RmsNormPlan& p) {
 // 139.2 in registers, but 2048x8192 36.6 vs 35.1; RMSNorm was slower staged at both (19.2 vs 18.8,
 // 68.9 vs 68.2), so its rows stay in registers.
 constexpr int kFusedAddStagedMinRowBytes = 32768;
+constexpr int kRmsNormStagedMinRowBytes = 1 << 30;  // never by default; TILEOPS_STAGED_MIN_ROW_BYTES overrides
 constexpr int kStagedRowPerThread = 8;
 
 RmsNormPlan base_plan(const RmsNormProblem& q) {
@@ -138,7 +142,8 @@ bool cluster_applies(const RmsNormProblem& q) {
 }
 bool streaming_applies(const RmsNormProblem&) { return true; }
 bool staged_applies(const RmsNormProblem& q) {
-  return q.add_residual && staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kFusedAddStagedMinRowBytes);
+  return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major,
+                            q.add_residual ? kFusedAddStagedMinRowBytes : kRmsNormStagedMinRowBytes);
 }
 
 constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
@@ -270,8 +275,14 @@ KernelBuilder make_rms_norm_builder(RmsNormSlots slots) {
                                            eps, static_cast<int>(key.words[4]), add, dev.cc_major);
     LoadedKernel k = load(rms_norm_source(plan, dev.arch), device);
     if (plan.impl == RmsNormImpl::kCluster) allow_large_clusters(k, plan.cluster);
-    allow_dynamic_smem(k, rms_norm_smem_bytes(plan), dev);
-    return std::make_shared<RmsNormKernel>(std::move(k), plan, slots);
+    StagedWalk walk;
+    if (plan.staged && plan.cluster == 1) {
+      walk = plan_staged_walk(k, plan.tpr, rms_norm_smem_bytes(plan), dev);
+    } else {
+      walk.slot_bytes = rms_norm_smem_bytes(plan);
+      allow_dynamic_smem(k, walk.slot_bytes, dev);
+    }
+    return std::make_shared<RmsNormKernel>(std::move(k), plan, slots, walk);
   };
   b.describe = [add](const BuildKey& key) {
     return std::string(add ? "fused_add_rms_norm_fwd(dtype=" : "rms_norm_fwd(dtype=") +

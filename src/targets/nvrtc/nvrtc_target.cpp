@@ -250,6 +250,41 @@ void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev)
                 ("shared memory size of " + k.name).c_str());
 }
 
+int64_t StagedWalk::grid(int64_t rows) const {
+  if (max_grid <= 0 || rows <= max_grid) return rows;
+  const int64_t per_cta = (rows + max_grid - 1) / max_grid;
+  return (rows + per_cta - 1) / per_cta;
+}
+
+int StagedWalk::smem_bytes(int64_t rows) const { return grid(rows) < rows ? 2 * slot_bytes : slot_bytes; }
+
+StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes) {
+  static const int kCap = env_int("TILEOPS_STAGED_WALK_CTAS_PER_SM", 0, 1, 64);
+  StagedWalk w;
+  w.slot_bytes = slot_bytes;
+  if (kCap > 0) ctas_per_sm = std::min(ctas_per_sm, kCap);
+  w.max_grid = ctas_per_sm > 0 ? int64_t{ctas_per_sm} * std::max(1, sm_count) : 0;
+  return w;
+}
+
+StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, const DeviceInfo& dev) {
+  static const bool kWalk = env_int("TILEOPS_STAGED_WALK", 1, 0, 1) != 0;
+  // Static shared memory (barriers, reduction scratch) is under 1 KB in the staged kernels.
+  if (!kWalk || 2 * slot_bytes + 1024 > dev.max_smem_optin) {
+    allow_dynamic_smem(k, slot_bytes, dev);
+    return staged_walk_for(0, dev.sm_count, slot_bytes);
+  }
+  allow_dynamic_smem(k, 2 * slot_bytes, dev);
+  int ctas = 0;
+  {
+    jit::ScopedContext ctx(dev.context);
+    jit::check_cu(jit::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k.function, block,
+                                                                             static_cast<size_t>(2 * slot_bytes)),
+                  ("occupancy of " + k.name).c_str());
+  }
+  return staged_walk_for(ctas, dev.sm_count, slot_bytes);
+}
+
 // Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),
 // accesses per thread (4), the largest cluster (8, the portable limit; 16 needs an opt-in).
 

@@ -79,6 +79,25 @@ void allow_large_clusters(const LoadedKernel& k, int cluster);
 // under 48 KB too: static + dynamic may cross it.
 void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev);
 
+// Staged rows walked by persistent CTAs (the staged kernels' row loop, src/kernels/common/
+// bulk_copy.cuh RowStager): the build sizes the grid to the CTAs that fit the SMs at once with two
+// row slots of shared memory each; a call of `rows` rows then launches ceil(rows / k) CTAs of k rows
+// each, k = ceil(rows / max_grid) (equal walks, no straggler wave), with one slot when k = 1.
+// TILEOPS_STAGED_WALK=0 turns the walk off (one CTA a row); TILEOPS_STAGED_WALK_CTAS_PER_SM caps
+// the CTAs an SM (tuning sweeps).
+struct StagedWalk {
+  int64_t max_grid = 0;  // 0: no walk, one CTA a row
+  int slot_bytes = 0;    // dynamic shared memory of one row slot
+  int64_t grid(int64_t rows) const;
+  int smem_bytes(int64_t rows) const;
+};
+// Build phase: opts `k` into the shared memory the walk needs (two slots, or one when two do not
+// fit a CTA: then no walk).
+StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, const DeviceInfo& dev);
+// The walk for `rows` rows when the device fits `ctas_per_sm` CTAs an SM with two slots each, on
+// `sm_count` SMs (ctas_per_sm 0: no walk). Pure, for tests.
+StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes);
+
 // A tuning knob for experiments on a GPU (docs/PERF.md): the integer in environment variable `name`
 // when set within [lo, hi], else `dflt`. Callers read it once (a function-local static).
 int env_int(const char* name, int dflt, int lo, int hi);

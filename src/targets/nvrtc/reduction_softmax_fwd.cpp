@@ -56,7 +56,8 @@ int alignment_vec(const OpCall& call, int elem) {
 
 class SoftmaxKernel final : public Kernel {
  public:
-  SoftmaxKernel(std::vector<LoadedKernel> k, SoftmaxPlan p) : k_(std::move(k)), p_(p) {}
+  SoftmaxKernel(std::vector<LoadedKernel> k, SoftmaxPlan p, StagedWalk walk)
+      : k_(std::move(k)), p_(p), walk_(walk) {}
 
   void launch(const OpCall& call) const override {
     const at::Tensor& x = call.inputs[op::x];
@@ -96,14 +97,15 @@ class SoftmaxKernel final : public Kernel {
       return;
     }
     void* args[] = {&xp, &yp, &rows};
-    const long long grid = (rows + p_.rows - 1) / p_.rows;
+    const long long grid = p_.impl == SoftmaxImpl::kStaged ? walk_.grid(rows) : (rows + p_.rows - 1) / p_.rows;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(p_.tpr * p_.rows),
-                  static_cast<unsigned>(softmax_smem_bytes(p_)), args);
+                  static_cast<unsigned>(walk_.smem_bytes(rows)), args);
   }
 
   std::vector<LoadedKernel> k_;
   SoftmaxPlan p_;
+  StagedWalk walk_;  // kStaged: persistent CTAs
 };
 
 KernelBuilder make_builder(bool log) {
@@ -134,8 +136,10 @@ KernelBuilder make_builder(bool log) {
     std::vector<LoadedKernel> kernels;
     for (const auto& src : softmax_sources(plan, dev.arch)) kernels.push_back(load(src, device));
     if (plan.impl == SoftmaxImpl::kCluster) allow_large_clusters(kernels[0], plan.cluster);
-    allow_dynamic_smem(kernels[0], softmax_smem_bytes(plan), dev);
-    return std::make_shared<SoftmaxKernel>(std::move(kernels), plan);
+    const StagedWalk walk = plan.impl == SoftmaxImpl::kStaged
+                                ? plan_staged_walk(kernels[0], plan.tpb, softmax_smem_bytes(plan), dev)
+                                : StagedWalk{};
+    return std::make_shared<SoftmaxKernel>(std::move(kernels), plan, walk);
   };
   b.describe = [log](const BuildKey& key) {
     return std::string(log ? "log_softmax_fwd" : "softmax_fwd") + "(dtype=" +
