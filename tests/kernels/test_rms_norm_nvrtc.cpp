@@ -251,12 +251,21 @@ TEST(LayerNormStaged, AppliesAndCompilesForSm90a) {
   EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 4096, 4, 9));   // 8-byte accesses
   EXPECT_FALSE(layer_norm_staged(c10::kBFloat16, 4096, 8, 8));   // sm_80
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  for (auto [n, weight, bias] : {std::tuple{int64_t{4096}, true, true}, std::tuple{int64_t{16384}, true, false},
-                                 std::tuple{int64_t{4104}, false, true}}) {
+  // 8 vectors a thread below 16 KB rows, 4 from 16 KB (H200 sweep).
+  EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kBFloat16, 4096), 8);
+  EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kBFloat16, 8192), 4);
+  EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kFloat, 4096), 4);
+  for (auto [n, weight, bias, one_pass] :
+       {std::tuple{int64_t{4096}, true, true, false}, std::tuple{int64_t{16384}, true, false, false},
+        std::tuple{int64_t{4104}, false, true, false}, std::tuple{int64_t{4104}, true, true, true},
+        std::tuple{int64_t{16384}, false, false, true}}) {
     auto plan = tileops::nvrtc::plan_rms_norm(c10::kBFloat16, n, weight, 1e-5f, 8);
-    tileops::nvrtc::plan_staged(plan, tileops::nvrtc::kLayerNormStagedPerThread);
+    tileops::nvrtc::plan_staged(plan, tileops::nvrtc::layer_norm_staged_per_thread(plan.dtype, plan.n));
+    plan.one_pass = one_pass;
     EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(plan), n * 2);
-    const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::layer_norm_source(plan, bias, "sm_90a"));
+    const auto src = tileops::nvrtc::layer_norm_source(plan, bias, "sm_90a");
+    EXPECT_EQ(src.name.find("_1p") != std::string::npos, one_pass) << src.name;
+    const auto cubin = tileops::jit::compile_to_cubin(src);
     EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
     EXPECT_NE(cubin.lowered_name.find("layer_norm_fwd_staged"), std::string::npos);
   }

@@ -100,9 +100,11 @@ struct RowStager {
 
   __device__ __forceinline__ V* row(int slot, int stream = 0) const { return buf + (slot * STREAMS + stream) * VECS; }
   // Thread 0, once, before the first issue(); a __syncthreads() must follow before anyone waits.
-  __device__ __forceinline__ void init() const {
+  // `slots`: 1 when the CTA never walks past its first row (slot 1 unused).
+  __device__ __forceinline__ void init(int slots = 2) const {
 #pragma unroll
-    for (int i = 0; i < 2 * kParts; ++i) bulk::init(&landed[i]);
+    for (int i = 0; i < 2 * kParts; ++i)
+      if (i < slots * kParts) bulk::init(&landed[i]);
     fence_init();
   }
   // Thread 0: `count` (<= VECS) vectors of the row at `src` (and `src2`, the second stream) into

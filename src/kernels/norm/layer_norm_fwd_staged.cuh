@@ -3,7 +3,8 @@
 // in parts of TPB vectors. The register-resident kernel holds the row, weight and bias in
 // registers: 126 registers a thread, 2 CTAs an SM, 0.86-0.90 of copy on the H200 (ncu, PERF.md).
 // Here a CTA holds no loads in flight and few registers, so occupancy is bounded by shared memory;
-// mean and variance stay two exact passes (over shared memory).
+// Mean and variance: two exact passes over shared memory, or with ONE_PASS (16-bit types, see the
+// host) one pass of shifted sums and one reduction.
 // Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
 // while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
 // Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
@@ -15,7 +16,12 @@
 
 namespace tileops {
 
-template <typename T, int N, int VEC, int TPB, bool HAS_WEIGHT, bool HAS_BIAS, unsigned EPS_BITS>
+// (sum of d, sum of d^2) pairs: a + b is the same bit for bit as b + a (group_reduce's rule).
+struct AddPair {
+  __device__ __forceinline__ float2 operator()(float2 a, float2 b) const { return make_float2(a.x + b.x, a.y + b.y); }
+};
+
+template <typename T, int N, int VEC, int TPB, bool HAS_WEIGHT, bool HAS_BIAS, bool ONE_PASS, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPB)
 layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                       long long rows) {
@@ -29,7 +35,7 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   constexpr bool kCache = (HAS_WEIGHT || HAS_BIAS) && kParts * 16 <= 64;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
   __shared__ __align__(8) unsigned long long landed[2 * kParts];
-  __shared__ float scratch[TPB > 32 ? TPB / 32 : 1];
+  __shared__ __align__(8) float scratch[TPB > 32 ? TPB / 16 : 2];  // a float2 a warp for ONE_PASS
 
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const V* wr = reinterpret_cast<const V*>(w);
@@ -65,30 +71,57 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
     const V* stage = stager.row(slot);
     V* yr = reinterpret_cast<V*>(y + row * N);
 
-    float sum = 0.f;
+    float mean, rstd;
+    if constexpr (ONE_PASS) {
+      // Sums of d = x - K and d^2 in one pass and one reduction, K the row's first element: the
+      // shift keeps E[d^2] - E[d]^2 from cancelling (K lies within the row's spread).
+      stager.wait(slot, 0, use);  // part 0 holds element 0 (every thread waits, whatever it owns)
+      const float k = to_float(stage[0].v[0]);
+      float2 acc = make_float2(0.f, 0.f);
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) {
-        stager.wait(slot, i, use);
-        const V v = stage[c];
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < kVecs) {
+          stager.wait(slot, i, use);
+          const V v = stage[c];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
+          for (int j = 0; j < VEC; ++j) {
+            const float d = to_float(v.v[j]) - k;
+            acc.x += d;
+            acc.y = fmaf(d, d, acc.y);
+          }
+        }
       }
-    }
-    const float mean = group_sum<TPB>(sum, scratch) / N;
-    if constexpr (TPB > 32) __syncthreads();  // scratch is reused by the second reduction
-    float sq = 0.f;
+      const float2 tot = group_reduce<TPB>(acc, reinterpret_cast<float2*>(scratch), AddPair{});
+      const float dm = tot.x / N;
+      mean = k + dm;
+      rstd = rsqrtf(fmaxf(tot.y / N - dm * dm, 0.f) + __uint_as_float(EPS_BITS));
+    } else {
+      float sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) {
-        const V v = stage[c];
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < kVecs) {
+          stager.wait(slot, i, use);
+          const V v = stage[c];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
+          for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
+        }
       }
+      mean = group_sum<TPB>(sum, scratch) / N;
+      if constexpr (TPB > 32) __syncthreads();  // scratch is reused by the second reduction
+      float sq = 0.f;
+#pragma unroll
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < kVecs) {
+          const V v = stage[c];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
+        }
+      }
+      rstd = rsqrtf(group_sum<TPB>(sq, scratch) / N + __uint_as_float(EPS_BITS));
     }
-    const float rstd = rsqrtf(group_sum<TPB>(sq, scratch) / N + __uint_as_float(EPS_BITS));
 #pragma unroll
     for (int i = 0; i < kParts; ++i) {
       const int c = i * TPB + t;

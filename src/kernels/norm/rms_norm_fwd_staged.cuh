@@ -52,15 +52,17 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
   const int count = begin + kChunk < kVecs ? kChunk : kVecs - begin;  // vectors of this CTA
   const V* wr = HAS_WEIGHT ? reinterpret_cast<const V*>(w) + begin : nullptr;
   const int t = static_cast<int>(threadIdx.x);
-  // The walk: row, row + step, ... (one row when the grid is rows * CLUSTER: the host launches
-  // clusters so, as their partials are not double-buffered).
-  const long long step = gridDim.x / CLUSTER;
+  // The walk: row, row + step, ... A cluster serves one row (the host launches rows * CLUSTER CTAs;
+  // the partials are not double-buffered), so its build has no prefetch and no trailing sync.
+  constexpr bool kWalk = CLUSTER == 1;
+  const long long step = gridDim.x;
   long long row = blockIdx.x / CLUSTER;
+  const long long end = kWalk ? rows : row + 1;
   auto chunk_of = [&](const T* base, long long r) { return reinterpret_cast<const V*>(base + r * N) + begin; };
 
   if (t == 0) {
-    stager.init();
-    if (row < rows) stager.issue(0, count, chunk_of(x, row), ADD_RESIDUAL ? chunk_of(residual_in, row) : nullptr);
+    stager.init(kWalk ? 2 : 1);
+    if (row < end) stager.issue(0, count, chunk_of(x, row), ADD_RESIDUAL ? chunk_of(residual_in, row) : nullptr);
   }
   V wcache[kCacheW ? kParts : 1];
   if constexpr (kCacheW) {
@@ -72,11 +74,11 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
   }
   __syncthreads();  // the barriers are initialised before anyone waits on them
 
-  for (unsigned it = 0; row < rows; row += step, ++it) {
+  for (unsigned it = 0; row < end; row += step, ++it) {
     const int slot = static_cast<int>(it & 1u);
     const unsigned use = it >> 1;
     const long long next = row + step;
-    if (t == 0 && next < rows)
+    if (kWalk && t == 0 && next < end)
       stager.issue(slot ^ 1, count, chunk_of(x, next), ADD_RESIDUAL ? chunk_of(residual_in, next) : nullptr);
     V* stage = stager.row(slot, 0);
     const long long off = row * N;
@@ -130,7 +132,7 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
         yr[c] = out;
       }
     }
-    if (next < rows) {  // the same on every thread
+    if (kWalk && next < end) {  // the same on every thread
       if constexpr (ADD_RESIDUAL) bulk::fence_generic_writes();  // this slot was written in place
       __syncthreads();  // the slot (and scratch) are free before the next issue into it
     }

@@ -69,7 +69,6 @@ class RmsNormKernel final : public Kernel {
 };
 
 int elem_size(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
-int regs_per_vec(const RmsNormPlan& p) { return std::max(1, p.vec * elem_size(p.dtype) / 4); }
 
 // Register-resident and streaming share one kernel and one thread layout: about 4 vectors per thread
 // on up to 256 threads a row, then up to 8 (registers still hold the row), then wider CTAs. Measured

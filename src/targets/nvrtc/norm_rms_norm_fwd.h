@@ -47,6 +47,7 @@ struct RmsNormPlan {
   uint32_t eps_bits; // float32 eps, bit pattern
   bool add_residual = false;  // FusedAddRMSNormFwdOp
   bool staged = false;        // kStaged, or kCluster with the chunk in shared memory (bulk copies), not registers
+  bool one_pass = false;      // LayerNorm's staged rows: mean and variance from one pass of shifted sums
 };
 
 // Rows that one CTA stages in shared memory (kStaged, and LayerNorm's staged kernel): sm_90+ (bulk
