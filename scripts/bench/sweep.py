@@ -55,7 +55,8 @@ def norm_rows(ops, softmax_only: bool = False) -> list[str]:
 def main() -> None:
     tileops.load()
     knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
-                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_STAGED_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_"))) or "defaults"
+                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_STAGED_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_",
+                                   "TILEOPS_LN_"))) or "defaults"
     ops = torch.ops.tileops
     if "--softmax" in sys.argv:
         print(f"[{knobs}] " + " | ".join(norm_rows(ops, softmax_only=True)))

@@ -1,5 +1,6 @@
 // The RMSNorm kernel source compiles with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and
 // the planner picks sensible specialisations.
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -207,6 +208,19 @@ TEST(StagedWalk, EqualWalksWithinWhatFitsTheSms) {
   const auto off = staged_walk_for(0, 132, 16384);  // two slots do not fit: one CTA a row
   EXPECT_EQ(off.grid(100000), 100000);
   EXPECT_EQ(off.smem_bytes(100000), 16384);
+}
+
+// A knob whose valid range includes 0 still gets its default when unset (the walk knob's default
+// once read as 0 because an unset variable parsed as 0).
+TEST(NvrtcTarget, UnsetKnobTakesItsDefault) {
+  using tileops::nvrtc::env_int;
+  unsetenv("TILEOPS_TEST_KNOB");
+  EXPECT_EQ(env_int("TILEOPS_TEST_KNOB", 1, 0, 1), 1);
+  setenv("TILEOPS_TEST_KNOB", "0", 1);
+  EXPECT_EQ(env_int("TILEOPS_TEST_KNOB", 1, 0, 1), 0);
+  setenv("TILEOPS_TEST_KNOB", "7", 1);
+  EXPECT_EQ(env_int("TILEOPS_TEST_KNOB", 1, 0, 1), 1);  // out of range: the default
+  unsetenv("TILEOPS_TEST_KNOB");
 }
 
 TEST(NvrtcTarget, ArchForHopperIsSm90a) {

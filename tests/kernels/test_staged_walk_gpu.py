@@ -1,7 +1,7 @@
 """Persistent staged rows on the GPU: a CTA walks several rows with the next row's bulk copy in
 flight (src/kernels/common/bulk_copy.cuh RowStager). The walk only starts when rows outnumber the
-CTAs that fit the SMs, so a child process pins the grid to one CTA an SM
-(TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a CTA for 1000 rows, both slots reused many times) and
+CTAs that fit the SMs and is off by default, so a child process turns it on
+(TILEOPS_STAGED_WALK=1), pins the grid to one CTA an SM (TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a CTA for 1000 rows, both slots reused many times) and
 stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), with
 LayerNorm's one-pass statistics for 16-bit rows (TILEOPS_LN_ONE_PASS), then checks each op against a
 float64 reference. Skipped without a GPU (conftest)."""
@@ -66,15 +66,20 @@ def child():
 
 
 def test_every_staged_row_op_walks_rows_correctly(tmp_path):
-    env = dict(os.environ, TILEOPS_STAGED_WALK_CTAS_PER_SM="1", TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="1",
+    env = dict(os.environ, TILEOPS_STAGED_WALK="1", TILEOPS_STAGED_WALK_CTAS_PER_SM="1", TILEOPS_LOG_LEVEL="debug", TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="1",
                TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
     run = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0 and "staged walks ok" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    walks = [line for line in (run.stdout + run.stderr).splitlines() if "walks rows: up to" in line]
+    for kernel in ["rms_norm_fwd__", "fused_add_rms_norm_fwd__", "layer_norm_fwd__", "softmax_fwd__", "log_softmax_fwd__"]:
+        kernel = "tileops: " + kernel
+        assert any(kernel in line for line in walks), (kernel, walks)  # the walk was planned, not skipped
+    assert all(line.rstrip().endswith(" CTAs") and " up to 0 " not in line for line in walks), walks
 
 
-def test_default_walk_of_many_rows_matches_float64():
-    """Without knobs: 6000 rows of 8 KB outnumber what fits the SMs, so LayerNorm and softmax walk."""
+def test_many_staged_rows_match_float64():
+    """6000 rows of 8 KB: more than fit the SMs at once (a walk, when on, would take several each)."""
     from support.reference import assert_close_rel
 
     x = torch.randn(6000, 4104, device="cuda", dtype=torch.bfloat16) * 2 + 1

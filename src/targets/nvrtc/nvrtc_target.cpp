@@ -237,7 +237,8 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
 
 int env_int(const char* name, int dflt, int lo, int hi) {
   const char* v = std::getenv(name);
-  const int x = v ? std::atoi(v) : 0;
+  if (!v || !*v) return dflt;  // unset: the default even where 0 is a valid setting
+  const int x = std::atoi(v);
   return x >= lo && x <= hi ? x : dflt;
 }
 
@@ -268,7 +269,7 @@ StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes) {
 }
 
 StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, const DeviceInfo& dev) {
-  static const bool kWalk = env_int("TILEOPS_STAGED_WALK", 1, 0, 1) != 0;
+  static const bool kWalk = env_int("TILEOPS_STAGED_WALK", 0, 0, 1) != 0;
   // Static shared memory (barriers, reduction scratch) is under 1 KB in the staged kernels.
   if (!kWalk || 2 * slot_bytes + 1024 > dev.max_smem_optin) {
     allow_dynamic_smem(k, slot_bytes, dev);
@@ -282,7 +283,9 @@ StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, co
                                                                              static_cast<size_t>(2 * slot_bytes)),
                   ("occupancy of " + k.name).c_str());
   }
-  return staged_walk_for(ctas, dev.sm_count, slot_bytes);
+  const StagedWalk walk = staged_walk_for(ctas, dev.sm_count, slot_bytes);
+  log::debug("tileops: " + k.name + " walks rows: up to " + std::to_string(walk.max_grid) + " CTAs");
+  return walk;
 }
 
 // Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),

@@ -83,8 +83,9 @@ void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev)
 // bulk_copy.cuh RowStager): the build sizes the grid to the CTAs that fit the SMs at once with two
 // row slots of shared memory each; a call of `rows` rows then launches ceil(rows / k) CTAs of k rows
 // each, k = ceil(rows / max_grid) (equal walks, no straggler wave), with one slot when k = 1.
-// TILEOPS_STAGED_WALK=0 turns the walk off (one CTA a row); TILEOPS_STAGED_WALK_CTAS_PER_SM caps
-// the CTAs an SM (tuning sweeps).
+// Off by default: on the H200 the walk was slower for most rows (two slots halve the CTAs an SM,
+// and fewer rows are in flight than with one CTA a row; docs/PERF.md). TILEOPS_STAGED_WALK=1 turns
+// it on, TILEOPS_STAGED_WALK_CTAS_PER_SM caps the CTAs an SM (tuning sweeps).
 struct StagedWalk {
   int64_t max_grid = 0;  // 0: no walk, one CTA a row
   int slot_bytes = 0;    // dynamic shared memory of one row slot
