@@ -240,3 +240,16 @@ def test_layer_norm_matches_float64(m, n, dtype, affine):
     ref = torch.nn.functional.layer_norm(x.double(), [n], None if w is None else w.double(),
                                          None if b is None else b.double()).to(dtype)
     assert_close_rel(y, ref)
+
+
+def test_layer_norm_one_pass_statistics_survive_hostile_rows():
+    """Staged 16-bit rows take one pass of sums shifted by the row's first element: rows that would
+    defeat an unshifted E[x^2] - E[x]^2 (a large common offset; a first element far from the rest)."""
+    n = 8192
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    offset = torch.randn(300, n, device="cuda", dtype=torch.bfloat16) + 1000
+    outlier = torch.randn(300, n, device="cuda", dtype=torch.bfloat16)
+    outlier[:, 0] = 3e4
+    for x in (offset, outlier):
+        ref = torch.nn.functional.layer_norm(x.double(), [n], w.double()).to(torch.bfloat16)
+        assert_close_rel(torch.ops.tileops.norm_layer_norm_fwd(x, w, None, [n]), ref)

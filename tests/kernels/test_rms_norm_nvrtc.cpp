@@ -175,12 +175,20 @@ TEST(RmsNormStagedCompiles, ToCubinForSm90a) {
   }
 }
 
-// RMSNorm rows stay in registers by default (staged measured slower on the H200); the staged
-// kernel still serves them when a sweep asks (TILEOPS_STAGED_MIN_ROW_BYTES): it must compile.
+// RMSNorm rows of 16..32 KB are staged (2 vectors a thread: faster on the H200 sweep); 8 KB and
+// 64 KB rows stay in registers. Staged rows must compile, ragged ones too (4104, forced).
 TEST(RmsNormStagedCompiles, PlainRowsToCubinForSm90a) {
+  using tileops::nvrtc::RmsNormImpl;
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 9).impl,
-            tileops::nvrtc::RmsNormImpl::kRegisterResident);
+  const auto row16k = plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 9);
+  EXPECT_EQ(row16k.impl, RmsNormImpl::kStaged);
+  EXPECT_EQ(row16k.tpr, 512);  // 1024 vectors, 2 a thread
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 16384, true, 1e-6f, 8, false, 9).impl, RmsNormImpl::kStaged);
+  EXPECT_EQ(plan_rms_norm(c10::kFloat, 4096, true, 1e-6f, 4, false, 9).impl, RmsNormImpl::kStaged);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 4096, true, 1e-6f, 8, false, 9).impl, RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 32768, true, 1e-6f, 8, false, 9).impl, RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 8).impl, RmsNormImpl::kRegisterResident);
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 4, false, 9).impl, RmsNormImpl::kRegisterResident);
   for (auto [n, weight] : {std::pair{int64_t{8192}, true}, std::pair{int64_t{4104}, false}}) {
     auto plan = plan_rms_norm(c10::kBFloat16, n, weight, FLT_EPSILON, 8, false, 9);
     tileops::nvrtc::plan_staged(plan, 8);

@@ -1,10 +1,11 @@
 """Persistent staged rows on the GPU: a CTA walks several rows with the next row's bulk copy in
 flight (src/kernels/common/bulk_copy.cuh RowStager). The walk only starts when rows outnumber the
 CTAs that fit the SMs and is off by default, so a child process turns it on
-(TILEOPS_STAGED_WALK=1), pins the grid to one CTA an SM (TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a CTA for 1000 rows, both slots reused many times) and
-stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), with
-LayerNorm's one-pass statistics for 16-bit rows (TILEOPS_LN_ONE_PASS), then checks each op against a
-float64 reference. Skipped without a GPU (conftest)."""
+(TILEOPS_STAGED_WALK=1), pins the grid to one CTA an SM (TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a
+CTA for 1000 rows, both slots reused many times),
+stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), and takes
+LayerNorm's non-default variants (two-pass statistics for 16-bit rows, weight and bias not kept in
+registers), then checks each op against a float64 reference. Skipped without a GPU (conftest)."""
 import os
 import subprocess
 import sys
@@ -43,14 +44,6 @@ def child():
             assert_close_rel(y, rms_norm_ref(s, [n], w))
             ops.norm_fused_add_rms_norm_fwd_writes_residual(x, r, w, [n])  # in place: the walk's
             assert torch.equal(r, s)                                         # next rows are not yet written
-    # LayerNorm's one-pass statistics (shifted by the row's first element) on rows that defeat an
-    # unshifted E[x^2] - E[x]^2: a large common offset, and a first element far from the rest.
-    n = 8192
-    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    for x in [torch.randn(300, n, device="cuda", dtype=torch.bfloat16) + 1000,
-              torch.randn(300, n, device="cuda", dtype=torch.bfloat16).index_fill_(1, torch.tensor([0], device="cuda"), 3e4)]:
-        ln = torch.nn.functional.layer_norm(x.double(), [n], w.double()).to(torch.bfloat16)
-        assert_close_rel(ops.norm_layer_norm_fwd(x, w, None, [n]), ln)
     # Replays of a captured walk see new inputs.
     x = torch.randn(1000, 8192, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8192, device="cuda", dtype=torch.bfloat16)
@@ -66,8 +59,9 @@ def child():
 
 
 def test_every_staged_row_op_walks_rows_correctly(tmp_path):
-    env = dict(os.environ, TILEOPS_STAGED_WALK="1", TILEOPS_STAGED_WALK_CTAS_PER_SM="1", TILEOPS_LOG_LEVEL="debug", TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="1",
-               TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, TILEOPS_STAGED_WALK="1", TILEOPS_STAGED_WALK_CTAS_PER_SM="1",
+               TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="0", TILEOPS_LN_CACHE_AFFINE="0",
+               TILEOPS_LOG_LEVEL="debug", TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
     run = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0 and "staged walks ok" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]

@@ -21,7 +21,8 @@ struct AddPair {
   __device__ __forceinline__ float2 operator()(float2 a, float2 b) const { return make_float2(a.x + b.x, a.y + b.y); }
 };
 
-template <typename T, int N, int VEC, int TPB, bool HAS_WEIGHT, bool HAS_BIAS, bool ONE_PASS, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPB, bool HAS_WEIGHT, bool HAS_BIAS, bool ONE_PASS, bool CACHE_AFFINE,
+          unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPB)
 layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                       long long rows) {
@@ -30,9 +31,9 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   using Stager = bulk::RowStager<V, kVecs, TPB, 1>;
   constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % TPB == 0;
-  // Weight and bias vectors stay in registers (for every row of the walk) when each fits 64 bytes a
-  // thread.
-  constexpr bool kCache = (HAS_WEIGHT || HAS_BIAS) && kParts * 16 <= 64;
+  // With CACHE_AFFINE, weight and bias vectors stay in registers (for every row of the walk) when
+  // each fits 64 bytes a thread: up to 32 more registers, fewer CTAs an SM.
+  constexpr bool kCache = CACHE_AFFINE && (HAS_WEIGHT || HAS_BIAS) && kParts * 16 <= 64;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
   __shared__ __align__(8) unsigned long long landed[2 * kParts];
   __shared__ __align__(8) float scratch[TPB > 32 ? TPB / 16 : 2];  // a float2 a warp for ONE_PASS

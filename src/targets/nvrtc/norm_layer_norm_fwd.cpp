@@ -59,8 +59,9 @@ jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const s
   const std::string wb = std::string(p.has_weight ? "true" : "false") + ", " + (has_bias ? "true" : "false");
   const std::string eps = std::to_string(p.eps_bits) + "u>";
   if (p.staged)
-    return make_source(name + (p.one_pass ? "_1p" : ""), "norm/layer_norm_fwd_staged.cuh",
-                       "tileops::layer_norm_fwd_staged" + head + wb + ", " + (p.one_pass ? "true, " : "false, ") + eps,
+    return make_source(name + (p.one_pass ? "_1p" : "") + (p.cache ? "" : "_nca"), "norm/layer_norm_fwd_staged.cuh",
+                       "tileops::layer_norm_fwd_staged" + head + wb + ", " + (p.one_pass ? "true, " : "false, ") +
+                           (p.cache ? "true, " : "false, ") + eps,
                        arch);
   return make_source(name, "norm/layer_norm_fwd.cuh",
                      "tileops::layer_norm_fwd" + head + std::to_string(p.rows) + ", " + wb + ", " +
@@ -73,8 +74,13 @@ int layer_norm_staged_per_thread(c10::ScalarType dtype, int64_t n) {
 }
 
 bool layer_norm_one_pass(c10::ScalarType dtype) {
-  static const bool kKnob = env_int("TILEOPS_LN_ONE_PASS", 0, 0, 1) != 0;
+  static const bool kKnob = env_int("TILEOPS_LN_ONE_PASS", 1, 0, 1) != 0;
   return kKnob && c10::elementSize(dtype) == 2;
+}
+
+bool layer_norm_cache_affine() {
+  static const bool kKnob = env_int("TILEOPS_LN_CACHE_AFFINE", 1, 0, 1) != 0;
+  return kKnob;
 }
 
 bool layer_norm_staged(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major) {
@@ -109,6 +115,7 @@ KernelBuilder layer_norm_builder() {
     if (key.words[6] != 0) {
       plan_staged(plan, layer_norm_staged_per_thread(plan.dtype, plan.n));
       plan.one_pass = layer_norm_one_pass(plan.dtype);
+      plan.cache = layer_norm_cache_affine();  // staged rows: `cache` means weight/bias kept in registers
     }
     LoadedKernel k = load(layer_norm_source(plan, key.words[4] != 0, dev.arch), call.device.index());
     const StagedWalk walk = plan.staged ? plan_staged_walk(k, plan.tpr, rms_norm_smem_bytes(plan), dev) : StagedWalk{};

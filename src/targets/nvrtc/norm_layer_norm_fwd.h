@@ -14,8 +14,13 @@ jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const s
 // for 2048x4096 / 2048x8192 / 4096x16384, 4 a thread 10.6 / 20.9 / 71.5.
 constexpr int kLayerNormStagedMinRowBytes = 8192;
 int layer_norm_staged_per_thread(c10::ScalarType dtype, int64_t n);
-// Mean and variance of a staged 16-bit row from one pass of shifted sums (TILEOPS_LN_ONE_PASS=1;
-// float32 keeps the exact two passes).
+// Mean and variance of a staged 16-bit row from one pass of shifted sums (TILEOPS_LN_ONE_PASS=0
+// turns it off; float32 keeps the exact two passes). H200 sweep (docs/PERF.md), bf16, two runs:
+// 2048x4096 10.0 / 10.1 us vs 10.4 / 10.5 for two passes, 4096x16384 69.6 / 69.4 vs 72.0 / 72.4;
+// 2048x8192 (16 KB rows) was slower, 22.1 / 22.2 vs 21.1 / 21.2.
 bool layer_norm_one_pass(c10::ScalarType dtype);
+// Staged rows keep weight and bias in registers (TILEOPS_LN_CACHE_AFFINE=0: read them in the
+// output pass instead, for ~30 fewer registers a thread).
+bool layer_norm_cache_affine();
 bool layer_norm_staged(c10::ScalarType dtype, int64_t n, int max_vec, int cc_major);
 }  // namespace tileops::nvrtc

@@ -112,13 +112,17 @@ bool plan_cluster(RmsNormPlan& p) {
   return fits;
 }
 
-// Staged rows (kStaged) serve the fused add's rows of 32 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES
-// overrides), 8 vectors a thread. H200 sweep (docs/PERF.md): fused add 4096x16384 bf16 134.9 us vs
-// 139.2 in registers, but 2048x8192 36.6 vs 35.1; RMSNorm was slower staged at both (19.2 vs 18.8,
-// 68.9 vs 68.2), so its rows stay in registers.
+// Staged rows (kStaged): the fused add's rows of 32 KB to 64 KB at 8 vectors a thread, RMSNorm's
+// rows of 16 KB to 32 KB at 2 (TILEOPS_STAGED_MIN_ROW_BYTES / TILEOPS_STAGED_ROW_VPT override both).
+// H200 sweeps (docs/PERF.md), bf16: fused add 4096x16384 134.9 us vs 139.2 in registers, but
+// 2048x8192 36.6 vs 35.1; RMSNorm 2048x8192 18.5 / 18.4 us vs 19.0 / 19.1 in registers, 4096x16384
+// 66.7 / 66.7 vs 68.4 / 68.8 (at 8 a thread staged rows were slower: 19.2, 68.9); 8 KB rows stay in
+// registers (8.6 either way).
 constexpr int kFusedAddStagedMinRowBytes = 32768;
-constexpr int kRmsNormStagedMinRowBytes = 1 << 30;  // never by default; TILEOPS_STAGED_MIN_ROW_BYTES overrides
-constexpr int kStagedRowPerThread = 8;
+constexpr int kFusedAddStagedPerThread = 8;
+constexpr int kRmsNormStagedMinRowBytes = 16384;
+constexpr int kRmsNormStagedMaxRowBytes = 32768;  // longer rows were not measured staged
+constexpr int kRmsNormStagedPerThread = 2;
 
 RmsNormPlan base_plan(const RmsNormProblem& q) {
   RmsNormPlan p{};
@@ -141,8 +145,9 @@ bool cluster_applies(const RmsNormProblem& q) {
 }
 bool streaming_applies(const RmsNormProblem&) { return true; }
 bool staged_applies(const RmsNormProblem& q) {
-  return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major,
-                            q.add_residual ? kFusedAddStagedMinRowBytes : kRmsNormStagedMinRowBytes);
+  if (q.add_residual) return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kFusedAddStagedMinRowBytes);
+  return staged_row_applies(q.dtype, q.n, q.vec, q.cc_major, kRmsNormStagedMinRowBytes) &&
+         q.n * elem_size(q.dtype) <= kRmsNormStagedMaxRowBytes;
 }
 
 constexpr uint32_t bit(RmsNormImpl i) { return 1u << static_cast<int>(i); }
@@ -185,7 +190,9 @@ RmsNormPlan plan_rms_norm(c10::ScalarType dtype, int64_t n, bool has_weight, flo
     case RmsNormImpl::kRegisterResident: plan_row_per_cta(p, true); break;
     case RmsNormImpl::kCluster: plan_cluster(p); break;
     case RmsNormImpl::kStreaming: plan_row_per_cta(p, false); break;
-    case RmsNormImpl::kStaged: plan_staged(p, kStagedRowPerThread); break;
+    case RmsNormImpl::kStaged:
+      plan_staged(p, add_residual ? kFusedAddStagedPerThread : kRmsNormStagedPerThread);
+      break;
   }
   return p;
 }

@@ -20,8 +20,8 @@ enum class RmsNormImpl : int {
   kRegisterResident = 0,  // one CTA (or a slice of one) per row, the row in registers
   kCluster = 1,           // sm_90+: a thread-block cluster per row, partial sums through DSMEM
   kStreaming = 2,         // any row: two passes, the second walking back through L2
-  kStaged = 3,            // FusedAddRMSNormFwdOp, sm_90+, 16-byte accesses, rows of 32..64 KB: one CTA
-                          // per row, x and residual in shared memory
+  kStaged = 3,            // sm_90+, 16-byte accesses, RMSNorm rows of 16..32 KB and the fused add's of
+                          // 32..64 KB: one CTA per row, x (and the residual) in shared memory
 };
 
 // What the choice depends on: the row, its access width, and the device's compute capability
