@@ -4,7 +4,7 @@ CTAs that fit the SMs and is off by default, so a child process turns it on
 (TILEOPS_STAGED_WALK=1), pins the grid to one CTA an SM (TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a
 CTA for 1000 rows, both slots reused many times),
 stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), and takes
-LayerNorm's non-default variants (two-pass statistics for 16-bit rows, weight and bias not kept in
+LayerNorm's non-default variants (two-pass statistics for 16-bit rows, weight and bias kept in
 registers), then checks each op against a float64 reference. Skipped without a GPU (conftest)."""
 import os
 import subprocess
@@ -60,7 +60,7 @@ def child():
 
 def test_every_staged_row_op_walks_rows_correctly(tmp_path):
     env = dict(os.environ, TILEOPS_STAGED_WALK="1", TILEOPS_STAGED_WALK_CTAS_PER_SM="1",
-               TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="0", TILEOPS_LN_CACHE_AFFINE="0",
+               TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="0", TILEOPS_LN_CACHE_AFFINE="1",
                TILEOPS_LOG_LEVEL="debug", TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
     run = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                          timeout=600)

@@ -79,7 +79,7 @@ bool layer_norm_one_pass(c10::ScalarType dtype) {
 }
 
 bool layer_norm_cache_affine() {
-  static const bool kKnob = env_int("TILEOPS_LN_CACHE_AFFINE", 1, 0, 1) != 0;
+  static const bool kKnob = env_int("TILEOPS_LN_CACHE_AFFINE", 0, 0, 1) != 0;
   return kKnob;
 }
 
