@@ -125,5 +125,34 @@ struct RowStager {
 // copy of a later row.
 __device__ __forceinline__ void fence_generic_writes() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+// A CTA's walk over rows row, row + step, ... < end with `stager`: thread 0 initialises the barriers
+// and issues the first row's copy, every thread runs `prologue()` (loads that overlap the copy), and
+// one __syncthreads() publishes the barriers. Each step, thread 0 first issues the next row's copy
+// into the other slot (WALK; without it the CTA serves its first row only), then every thread runs
+// body(slot, use, row), which waits on the slot's parts itself (stager.wait(slot, part, use)). Between
+// steps every thread passes a __syncthreads(), after fencing its writes to the slot when
+// WRITES_STAGE, so the slot and any reduction scratch are free before the next copy into it.
+// issue(slot, row) is called by thread 0 only.
+template <bool WALK, bool WRITES_STAGE, class Stager, class Issue, class Prologue, class Body>
+__device__ __forceinline__ void walk_rows(const Stager& stager, long long row, long long end, long long step,
+                                          Issue issue, Prologue prologue, Body body) {
+  if (threadIdx.x == 0) {
+    stager.init(WALK ? 2 : 1);
+    if (row < end) issue(0, row);
+  }
+  prologue();
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+  for (unsigned it = 0; row < end; row += step, ++it) {
+    const int slot = static_cast<int>(it & 1u);
+    const long long next = row + step;
+    if (WALK && threadIdx.x == 0 && next < end) issue(slot ^ 1, next);
+    body(slot, it >> 1, row);
+    if (WALK && next < end) {  // the same on every thread
+      if constexpr (WRITES_STAGE) fence_generic_writes();
+      __syncthreads();
+    }
+  }
+}
+
 }  // namespace bulk
 }  // namespace tileops

@@ -42,33 +42,22 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   const V* wr = reinterpret_cast<const V*>(w);
   const V* br = reinterpret_cast<const V*>(b);
   const int t = static_cast<int>(threadIdx.x);
-  const long long step = gridDim.x;
-  long long row = blockIdx.x;
-  auto row_of = [&](long long r) { return reinterpret_cast<const V*>(x + r * N); };
-
-  if (t == 0) {
-    stager.init();
-    if (row < rows) stager.issue(0, kVecs, row_of(row));
-  }
+  auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
   V wcache[kCache && HAS_WEIGHT ? kParts : 1];
   V bcache[kCache && HAS_BIAS ? kParts : 1];
-  if constexpr (kCache) {
+  auto load_affine = [&] {
+    if constexpr (kCache) {
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) {
-        if constexpr (HAS_WEIGHT) wcache[i] = wr[c];
-        if constexpr (HAS_BIAS) bcache[i] = br[c];
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < kVecs) {
+          if constexpr (HAS_WEIGHT) wcache[i] = wr[c];
+          if constexpr (HAS_BIAS) bcache[i] = br[c];
+        }
       }
     }
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-
-  for (unsigned it = 0; row < rows; row += step, ++it) {
-    const int slot = static_cast<int>(it & 1u);
-    const unsigned use = it >> 1;
-    const long long next = row + step;
-    if (t == 0 && next < rows) stager.issue(slot ^ 1, kVecs, row_of(next));
+  };
+  auto normalise = [&](int slot, unsigned use, long long row) {
     const V* stage = stager.row(slot);
     V* yr = reinterpret_cast<V*>(y + row * N);
 
@@ -142,8 +131,8 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
         yr[c] = out;
       }
     }
-    if (next < rows) __syncthreads();  // the slot (and scratch) are free before the next issue into it
-  }
+  };
+  bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, load_affine, normalise);
 }
 
 }  // namespace tileops

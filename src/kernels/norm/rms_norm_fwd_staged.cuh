@@ -52,34 +52,25 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
   const int count = begin + kChunk < kVecs ? kChunk : kVecs - begin;  // vectors of this CTA
   const V* wr = HAS_WEIGHT ? reinterpret_cast<const V*>(w) + begin : nullptr;
   const int t = static_cast<int>(threadIdx.x);
-  // The walk: row, row + step, ... A cluster serves one row (the host launches rows * CLUSTER CTAs;
-  // the partials are not double-buffered), so its build has no prefetch and no trailing sync.
+  // A cluster serves its one row (the host launches rows * CLUSTER CTAs; the partials are not
+  // double-buffered), so its build has no walk.
   constexpr bool kWalk = CLUSTER == 1;
-  const long long step = gridDim.x;
-  long long row = blockIdx.x / CLUSTER;
-  const long long end = kWalk ? rows : row + 1;
+  const long long row0 = blockIdx.x / CLUSTER;
   auto chunk_of = [&](const T* base, long long r) { return reinterpret_cast<const V*>(base + r * N) + begin; };
-
-  if (t == 0) {
-    stager.init(kWalk ? 2 : 1);
-    if (row < end) stager.issue(0, count, chunk_of(x, row), ADD_RESIDUAL ? chunk_of(residual_in, row) : nullptr);
-  }
+  auto issue = [&](int slot, long long r) {
+    stager.issue(slot, count, chunk_of(x, r), ADD_RESIDUAL ? chunk_of(residual_in, r) : nullptr);
+  };
   V wcache[kCacheW ? kParts : 1];
-  if constexpr (kCacheW) {
+  auto load_weight = [&] {
+    if constexpr (kCacheW) {
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < count) wcache[i] = wr[c];
+      for (int i = 0; i < kParts; ++i) {
+        const int c = i * TPB + t;
+        if (kExact || c < count) wcache[i] = wr[c];
+      }
     }
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-
-  for (unsigned it = 0; row < end; row += step, ++it) {
-    const int slot = static_cast<int>(it & 1u);
-    const unsigned use = it >> 1;
-    const long long next = row + step;
-    if (kWalk && t == 0 && next < end)
-      stager.issue(slot ^ 1, count, chunk_of(x, next), ADD_RESIDUAL ? chunk_of(residual_in, next) : nullptr);
+  };
+  auto normalise = [&](int slot, unsigned use, long long row) {
     V* stage = stager.row(slot, 0);
     const long long off = row * N;
     V* rout = ADD_RESIDUAL ? reinterpret_cast<V*>(residual_out + off) + begin : nullptr;
@@ -132,11 +123,9 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
         yr[c] = out;
       }
     }
-    if (kWalk && next < end) {  // the same on every thread
-      if constexpr (ADD_RESIDUAL) bulk::fence_generic_writes();  // this slot was written in place
-      __syncthreads();  // the slot (and scratch) are free before the next issue into it
-    }
-  }
+  };
+  bulk::walk_rows<kWalk, ADD_RESIDUAL>(stager, row0, kWalk ? rows : row0 + 1, gridDim.x, issue, load_weight,
+                                       normalise);
 }
 
 template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>

@@ -28,20 +28,8 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
 
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const int t = static_cast<int>(threadIdx.x);
-  const long long step = gridDim.x;
-  long long row = blockIdx.x;
-  auto row_of = [&](long long r) { return reinterpret_cast<const V*>(x + r * N); };
-  if (t == 0) {
-    stager.init();
-    if (row < rows) stager.issue(0, kVecs, row_of(row));
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
-
-  for (unsigned it = 0; row < rows; row += step, ++it) {
-    const int slot = static_cast<int>(it & 1u);
-    const unsigned use = it >> 1;
-    const long long next = row + step;
-    if (t == 0 && next < rows) stager.issue(slot ^ 1, kVecs, row_of(next));
+  auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
+  auto normalise = [&](int slot, unsigned use, long long row) {
     const V* stage = stager.row(slot);
     V* yr = reinterpret_cast<V*>(y + row * N);
 
@@ -78,8 +66,8 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
       const int c = i * TPB + t;
       if (kExact || c < kVecs) yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s);
     }
-    if (next < rows) __syncthreads();  // the slot (and scratch) are free before the next issue into it
-  }
+  };
+  bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, [] {}, normalise);
 }
 
 }  // namespace tileops
