@@ -6,7 +6,9 @@ planner knobs in the environment, read once per process, so run one process per 
   elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread);
   --norm: row-per-CTA kernels (RMSNorm, LayerNorm, fused add, softmax) under TILEOPS_RMS_VECS_PER_THREAD,
       TILEOPS_SOFTMAX_VECS_PER_THREAD, and the staged rows under TILEOPS_STAGED_MIN_ROW_BYTES (which rows
-      are staged; a huge value turns staging off) and TILEOPS_STAGED_ROW_VPT; --softmax: the softmax rows alone.
+      are staged; a huge value turns staging off), TILEOPS_STAGED_ROW_VPT, TILEOPS_STAGED_WALK=1 (persistent
+      CTAs walking rows; TILEOPS_STAGED_WALK_CTAS_PER_SM caps them), TILEOPS_LN_ONE_PASS and
+      TILEOPS_LN_CACHE_AFFINE (LayerNorm's staged statistics and weight/bias); --softmax: the softmax rows alone.
     for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
