@@ -242,14 +242,30 @@ def test_layer_norm_matches_float64(m, n, dtype, affine):
     assert_close_rel(y, ref)
 
 
-def test_layer_norm_one_pass_statistics_survive_hostile_rows():
-    """Staged 16-bit rows take one pass of sums shifted by the row's first element: rows that would
-    defeat an unshifted E[x^2] - E[x]^2 (a large common offset; a first element far from the rest)."""
-    n = 8192
-    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    offset = torch.randn(300, n, device="cuda", dtype=torch.bfloat16) + 1000
-    outlier = torch.randn(300, n, device="cuda", dtype=torch.bfloat16)
+@pytest.mark.parametrize("dtype,n", [(torch.bfloat16, 8192), (torch.bfloat16, 16384), (torch.float16, 32768)],
+                         ids=str)
+def test_layer_norm_statistics_survive_hostile_rows(dtype, n):
+    """Staged bfloat16 rows take one pass of sums shifted by the row's first element (float16 and
+    longer rows two passes): rows that would defeat an unshifted E[x^2] - E[x]^2 (a large common
+    offset; a first element far from the rest)."""
+    w = torch.randn(n, device="cuda", dtype=dtype)
+    offset = torch.randn(300, n, device="cuda", dtype=dtype) + 1000
+    outlier = torch.randn(300, n, device="cuda", dtype=dtype)
     outlier[:, 0] = 3e4
     for x in (offset, outlier):
-        ref = torch.nn.functional.layer_norm(x.double(), [n], w.double()).to(torch.bfloat16)
+        ref = torch.nn.functional.layer_norm(x.double(), [n], w.double()).to(dtype)
         assert_close_rel(torch.ops.tileops.norm_layer_norm_fwd(x, w, None, [n]), ref)
+
+
+# registers; staged two-pass (float16); staged one-pass (bfloat16), ragged and exact parts
+@pytest.mark.parametrize("dtype,n", [(torch.bfloat16, 1000), (torch.float16, 4104), (torch.bfloat16, 4104),
+                                     (torch.bfloat16, 8192)], ids=str)
+def test_layer_norm_row_with_an_inf_is_nan_as_in_torch(dtype, n):
+    x = torch.randn(3, n, device="cuda", dtype=dtype)
+    x[0, 5] = float("inf")
+    x[1, 7] = float("-inf")
+    y = torch.ops.tileops.norm_layer_norm_fwd(x, None, None, [n])
+    ref = torch.nn.functional.layer_norm(x.double(), [n])
+    assert torch.isnan(ref[:2]).all()  # torch: the whole row is NaN
+    assert torch.isnan(y[:2]).all()
+    assert_close_rel(y[2:], ref[2:].to(dtype))

@@ -189,9 +189,11 @@ TEST(RmsNormStagedCompiles, PlainRowsToCubinForSm90a) {
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 32768, true, 1e-6f, 8, false, 9).impl, RmsNormImpl::kRegisterResident);
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 8, false, 8).impl, RmsNormImpl::kRegisterResident);
   EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 8192, true, 1e-6f, 4, false, 9).impl, RmsNormImpl::kRegisterResident);
-  for (auto [n, weight] : {std::pair{int64_t{8192}, true}, std::pair{int64_t{4104}, false}}) {
+  // The production plans (2 a thread), and a ragged row forced to stage at 8 a thread.
+  for (auto [n, weight] : {std::pair{int64_t{8192}, true}, std::pair{int64_t{16384}, false},
+                           std::pair{int64_t{4104}, false}}) {
     auto plan = plan_rms_norm(c10::kBFloat16, n, weight, FLT_EPSILON, 8, false, 9);
-    tileops::nvrtc::plan_staged(plan, 8);
+    if (n == 4104) tileops::nvrtc::plan_staged(plan, 8);
     const auto cubin = tileops::jit::compile_to_cubin(tileops::nvrtc::rms_norm_source(plan, "sm_90a"));
     EXPECT_NE(cubin.lowered_name.find("rms_norm_fwd_staged"), std::string::npos);
     EXPECT_EQ(cubin.lowered_name.find("fused_add"), std::string::npos);
@@ -211,8 +213,7 @@ TEST(StagedWalk, EqualWalksWithinWhatFitsTheSms) {
   EXPECT_EQ(w.grid(2048), 1024);  // 2 rows each, not 1716 CTAs of which 332 walk twice
   EXPECT_EQ(w.smem_bytes(2048), 32768);
   EXPECT_EQ(w.grid(4097), 1366);  // 3 rows each (the last CTA 2)
-  EXPECT_LE(w.grid(1 << 20), w.max_grid);
-  EXPECT_GE(w.grid(1 << 20) * ((int64_t{1} << 20) / w.grid(1 << 20) + 1), int64_t{1} << 20);
+  EXPECT_EQ(w.grid(1 << 20), 1714);  // 612 rows a CTA (ceil(2^20 / 1716)), the last CTA fewer
   const auto off = staged_walk_for(0, 132, 16384);  // two slots do not fit: one CTA a row
   EXPECT_EQ(off.grid(100000), 100000);
   EXPECT_EQ(off.smem_bytes(100000), 16384);
@@ -277,16 +278,27 @@ TEST(LayerNormStaged, AppliesAndCompilesForSm90a) {
   EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kBFloat16, 4096), 8);
   EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kBFloat16, 8192), 4);
   EXPECT_EQ(tileops::nvrtc::layer_norm_staged_per_thread(c10::kFloat, 4096), 4);
-  for (auto [n, weight, bias, one_pass] :
-       {std::tuple{int64_t{4096}, true, true, false}, std::tuple{int64_t{16384}, true, false, false},
-        std::tuple{int64_t{4104}, false, true, false}, std::tuple{int64_t{4104}, true, true, true},
-        std::tuple{int64_t{16384}, false, false, true}}) {
+  // One pass of shifted statistics: bfloat16 rows up to 16384 elements (the default, no knob set).
+  using tileops::nvrtc::layer_norm_one_pass;
+  EXPECT_TRUE(layer_norm_one_pass(c10::kBFloat16, 4096));
+  EXPECT_TRUE(layer_norm_one_pass(c10::kBFloat16, 16384));
+  EXPECT_FALSE(layer_norm_one_pass(c10::kBFloat16, 32768));
+  EXPECT_FALSE(layer_norm_one_pass(c10::kHalf, 4096));
+  EXPECT_FALSE(layer_norm_one_pass(c10::kFloat, 4096));
+  // Each statistics variant, with weight/bias cached in registers or read in the output pass
+  // (the default: cache = false).
+  for (auto [n, weight, bias, one_pass, cache] :
+       {std::tuple{int64_t{4096}, true, true, false, true}, std::tuple{int64_t{16384}, true, false, false, true},
+        std::tuple{int64_t{4104}, false, true, false, false}, std::tuple{int64_t{4104}, true, true, true, true},
+        std::tuple{int64_t{16384}, true, true, true, false}, std::tuple{int64_t{4096}, true, true, true, false}}) {
     auto plan = tileops::nvrtc::plan_rms_norm(c10::kBFloat16, n, weight, 1e-5f, 8);
     tileops::nvrtc::plan_staged(plan, tileops::nvrtc::layer_norm_staged_per_thread(plan.dtype, plan.n));
     plan.one_pass = one_pass;
+    plan.cache = cache;
     EXPECT_EQ(tileops::nvrtc::rms_norm_smem_bytes(plan), n * 2);
     const auto src = tileops::nvrtc::layer_norm_source(plan, bias, "sm_90a");
     EXPECT_EQ(src.name.find("_1p") != std::string::npos, one_pass) << src.name;
+    EXPECT_EQ(src.name.find("_nca") != std::string::npos, !cache) << src.name;
     const auto cubin = tileops::jit::compile_to_cubin(src);
     EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
     EXPECT_NE(cubin.lowered_name.find("layer_norm_fwd_staged"), std::string::npos);

@@ -3,9 +3,11 @@ flight (src/kernels/common/bulk_copy.cuh RowStager). The walk only starts when r
 CTAs that fit the SMs and is off by default, so a child process turns it on
 (TILEOPS_STAGED_WALK=1), pins the grid to one CTA an SM (TILEOPS_STAGED_WALK_CTAS_PER_SM=1: 8 rows a
 CTA for 1000 rows, both slots reused many times),
-stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), and takes
-LayerNorm's non-default variants (two-pass statistics for 16-bit rows, weight and bias kept in
-registers), then checks each op against a float64 reference. Skipped without a GPU (conftest)."""
+stages every row op of 8 KB and more (TILEOPS_STAGED_MIN_ROW_BYTES, read once a process), once with
+LayerNorm's default variant and once with the other, then checks each op against a float64 reference.
+That the walk was planned is read from the build's debug log; that a launch then used its grid
+rests on the host code and the StagedWalk gtests (the results would be right either way).
+Skipped without a GPU (conftest)."""
 import os
 import subprocess
 import sys
@@ -58,10 +60,14 @@ def child():
     print("staged walks ok")
 
 
-def test_every_staged_row_op_walks_rows_correctly(tmp_path):
+# LayerNorm's default staged variant (one pass for bfloat16, weight/bias read in the output pass),
+# and the other one (two passes, weight/bias in registers).
+@pytest.mark.parametrize("ln_knobs", [{}, {"TILEOPS_LN_ONE_PASS": "0", "TILEOPS_LN_CACHE_AFFINE": "1"}],
+                         ids=["ln-default", "ln-two-pass-cached"])
+def test_every_staged_row_op_walks_rows_correctly(tmp_path, ln_knobs):
     env = dict(os.environ, TILEOPS_STAGED_WALK="1", TILEOPS_STAGED_WALK_CTAS_PER_SM="1",
-               TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LN_ONE_PASS="0", TILEOPS_LN_CACHE_AFFINE="1",
-               TILEOPS_LOG_LEVEL="debug", TILEOPS_CACHE_DIR=str(tmp_path), PYTHONPATH=os.path.join(ROOT, "python"))
+               TILEOPS_STAGED_MIN_ROW_BYTES="8192", TILEOPS_LOG_LEVEL="debug", TILEOPS_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.path.join(ROOT, "python"), **ln_knobs)
     run = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0 and "staged walks ok" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
@@ -73,7 +79,7 @@ def test_every_staged_row_op_walks_rows_correctly(tmp_path):
 
 
 def test_many_staged_rows_match_float64():
-    """6000 rows of 8 KB: more than fit the SMs at once (a walk, when on, would take several each)."""
+    """6000 staged rows of 8 KB, more than fit the SMs at once, with the defaults (no walk)."""
     from support.reference import assert_close_rel
 
     x = torch.randn(6000, 4104, device="cuda", dtype=torch.bfloat16) * 2 + 1

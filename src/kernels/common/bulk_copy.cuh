@@ -55,7 +55,7 @@ __device__ __forceinline__ void wait(unsigned long long* bar, unsigned parity) {
 // Thread 0 of the CTA brings `count` 16-byte vectors from `src` to `dst` (and as many from `src2` to
 // `dst2` when src2 is given) in PARTS parts of `part` vectors; part i completes landed[i] once, so
 // consumers of the first part start while the rest is in flight. Barriers are initialised elsewhere
-// (stage(), RowStager::init()).
+// (RowStager::init()).
 template <int PARTS, typename V>
 __device__ __forceinline__ void issue_parts(V* dst, const V* src, int count, int part, unsigned long long* landed,
                                             V* dst2, const V* src2) {
@@ -69,19 +69,6 @@ __device__ __forceinline__ void issue_parts(V* dst, const V* src, int count, int
     copy(dst + lo, src + lo, bytes, &landed[i]);
     if (src2) copy(dst2 + lo, src2 + lo, bytes, &landed[i]);
   }
-}
-
-// One chunk, staged once: thread 0 initialises the PARTS barriers and issues the copies (phase 0 of
-// landed[i] completes part i). Every thread must pass a __syncthreads() after this call before it
-// waits on a part (the barriers' initialisation).
-template <int PARTS, typename V>
-__device__ __forceinline__ void stage(V* dst, const V* src, int count, int part, unsigned long long* landed,
-                                      V* dst2 = nullptr, const V* src2 = nullptr) {
-  if (threadIdx.x != 0) return;
-#pragma unroll
-  for (int i = 0; i < PARTS; ++i) init(&landed[i]);
-  fence_init();
-  issue_parts<PARTS>(dst, src, count, part, landed, dst2, src2);
 }
 
 // Rows of VECS vectors (STREAMS tensors a row: x, and the residual for the fused add) staged for a

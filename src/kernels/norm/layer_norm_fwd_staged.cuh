@@ -3,8 +3,8 @@
 // in parts of TPB vectors. The register-resident kernel holds the row, weight and bias in
 // registers: 126 registers a thread, 2 CTAs an SM, 0.86-0.90 of copy on the H200 (ncu, PERF.md).
 // Here a CTA holds no loads in flight and few registers, so occupancy is bounded by shared memory;
-// Mean and variance: two exact passes over shared memory, or with ONE_PASS (16-bit types, see the
-// host) one pass of shifted sums and one reduction.
+// Mean and variance: two exact passes over shared memory, or with ONE_PASS (bfloat16 rows up to
+// 32 KB, see the host) one pass of shifted sums and one reduction.
 // Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
 // while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
 // Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
@@ -85,7 +85,10 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
       const float2 tot = group_reduce<TPB>(acc, reinterpret_cast<float2*>(scratch), AddPair{});
       const float dm = tot.x / N;
       mean = k + dm;
-      rstd = rsqrtf(fmaxf(tot.y / N - dm * dm, 0.f) + __uint_as_float(EPS_BITS));
+      const float var = tot.y / N - dm * dm;
+      // Rounding may leave var a little below 0; a NaN (an inf in the row: inf - inf) must stay NaN,
+      // as torch's row is NaN then, so no fmaxf (it would return 0 and the row would become -inf).
+      rstd = rsqrtf((var < 0.f ? 0.f : var) + __uint_as_float(EPS_BITS));
     } else {
       float sum = 0.f;
 #pragma unroll

@@ -73,9 +73,9 @@ int layer_norm_staged_per_thread(c10::ScalarType dtype, int64_t n) {
   return n * static_cast<int64_t>(c10::elementSize(dtype)) >= 16384 ? 4 : 8;
 }
 
-bool layer_norm_one_pass(c10::ScalarType dtype) {
+bool layer_norm_one_pass(c10::ScalarType dtype, int64_t n) {
   static const bool kKnob = env_int("TILEOPS_LN_ONE_PASS", 1, 0, 1) != 0;
-  return kKnob && c10::elementSize(dtype) == 2;
+  return kKnob && dtype == c10::kBFloat16 && n <= 16384;
 }
 
 bool layer_norm_cache_affine() {
@@ -114,7 +114,7 @@ KernelBuilder layer_norm_builder() {
                                      static_cast<int>(key.words[5]));
     if (key.words[6] != 0) {
       plan_staged(plan, layer_norm_staged_per_thread(plan.dtype, plan.n));
-      plan.one_pass = layer_norm_one_pass(plan.dtype);
+      plan.one_pass = layer_norm_one_pass(plan.dtype, plan.n);
       plan.cache = layer_norm_cache_affine();  // staged rows: `cache` means weight/bias kept in registers
     }
     LoadedKernel k = load(layer_norm_source(plan, key.words[4] != 0, dev.arch), call.device.index());

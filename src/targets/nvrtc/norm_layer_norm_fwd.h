@@ -14,11 +14,15 @@ jit::KernelSource layer_norm_source(const RmsNormPlan& p, bool has_bias, const s
 // for 2048x4096 / 2048x8192 / 4096x16384, 4 a thread 10.6 / 20.9 / 71.5.
 constexpr int kLayerNormStagedMinRowBytes = 8192;
 int layer_norm_staged_per_thread(c10::ScalarType dtype, int64_t n);
-// Mean and variance of a staged 16-bit row from one pass of shifted sums (TILEOPS_LN_ONE_PASS=0
-// turns it off; float32 keeps the exact two passes). H200 sweep (docs/PERF.md), bf16, two runs:
-// 2048x4096 10.0 / 10.1 us vs 10.4 / 10.5 for two passes, 4096x16384 69.6 / 69.4 vs 72.0 / 72.4;
-// 2048x8192 (16 KB rows) was slower, 22.1 / 22.2 vs 21.1 / 21.2.
-bool layer_norm_one_pass(c10::ScalarType dtype);
+// Mean and variance of a staged bfloat16 row of up to 16384 elements from one pass of sums shifted
+// by the row's first element (TILEOPS_LN_ONE_PASS=0 turns it off). When that element is far from the
+// mean, E[d^2] - E[d]^2 loses about log2(n) bits: half a bfloat16 ulp of variance at n = 32768 by an
+// emulation of the kernel's sums (review), more than float16's tolerance there; so float16, float32
+// and longer rows keep two exact passes. H200 sweeps (docs/PERF.md), bf16: 2048x4096 10.0 / 10.1 us
+// vs 10.4 / 10.5 for two passes, 4096x16384 69.6 / 69.4 vs 72.0 / 72.4 (weight and bias cached);
+// 2048x8192 one pass 20.0 / 20.1 uncached, 22.1 / 22.2 cached, two passes 21.1 / 21.2 cached
+// (two passes uncached not measured).
+bool layer_norm_one_pass(c10::ScalarType dtype, int64_t n);
 // Staged rows read weight and bias in the output pass (TILEOPS_LN_CACHE_AFFINE=1 keeps them in
 // registers: up to 32 more a thread, e.g. 83 vs 38 for 16384 at 512 threads, one CTA an SM instead
 // of three). H200 sweep, bf16, two runs each: 2048x8192 20.0 / 20.1 us vs 21.9 / 21.9 cached,

@@ -260,10 +260,8 @@ int64_t StagedWalk::grid(int64_t rows) const {
 int StagedWalk::smem_bytes(int64_t rows) const { return grid(rows) < rows ? 2 * slot_bytes : slot_bytes; }
 
 StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes) {
-  static const int kCap = env_int("TILEOPS_STAGED_WALK_CTAS_PER_SM", 0, 1, 64);
   StagedWalk w;
   w.slot_bytes = slot_bytes;
-  if (kCap > 0) ctas_per_sm = std::min(ctas_per_sm, kCap);
   w.max_grid = ctas_per_sm > 0 ? int64_t{ctas_per_sm} * std::max(1, sm_count) : 0;
   return w;
 }
@@ -283,6 +281,8 @@ StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, co
                                                                              static_cast<size_t>(2 * slot_bytes)),
                   ("occupancy of " + k.name).c_str());
   }
+  static const int kCap = env_int("TILEOPS_STAGED_WALK_CTAS_PER_SM", 0, 1, 64);
+  if (kCap > 0) ctas = std::min(ctas, kCap);
   const StagedWalk walk = staged_walk_for(ctas, dev.sm_count, slot_bytes);
   log::debug("tileops: " + k.name + " walks rows: up to " + std::to_string(walk.max_grid) + " CTAs");
   return walk;
