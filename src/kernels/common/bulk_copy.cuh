@@ -101,6 +101,16 @@ struct RowStager {
     issue_parts<kParts>(row(slot, 0), src, count, TPB, &landed[slot * kParts], STREAMS > 1 ? row(slot, 1) : nullptr,
                         src2);
   }
+  // f(i, c) for this thread's vectors of a row of `count` (<= VECS) vectors: c = i * TPB + thread, the
+  // thread's vector in part i (EXACT: every thread has one in every part, no bounds check).
+  template <bool EXACT, class F>
+  __device__ __forceinline__ static void for_each(int count, F f) {
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) {
+      const int c = i * TPB + static_cast<int>(threadIdx.x);
+      if (EXACT || c < count) f(i, c);
+    }
+  }
   // Waits until part `part` of the slot's `use`-th row has landed.
   __device__ __forceinline__ void wait(int slot, int part, unsigned use) const {
     bulk::wait(&landed[slot * kParts + part], use & 1u);

@@ -41,20 +41,15 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const V* wr = reinterpret_cast<const V*>(w);
   const V* br = reinterpret_cast<const V*>(b);
-  const int t = static_cast<int>(threadIdx.x);
   auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
   V wcache[kCache && HAS_WEIGHT ? kParts : 1];
   V bcache[kCache && HAS_BIAS ? kParts : 1];
   auto load_affine = [&] {
     if constexpr (kCache) {
-#pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < kVecs) {
-          if constexpr (HAS_WEIGHT) wcache[i] = wr[c];
-          if constexpr (HAS_BIAS) bcache[i] = br[c];
-        }
-      }
+      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+        if constexpr (HAS_WEIGHT) wcache[i] = wr[c];
+        if constexpr (HAS_BIAS) bcache[i] = br[c];
+      });
     }
   };
   auto normalise = [&](int slot, unsigned use, long long row) {
@@ -68,20 +63,16 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
       stager.wait(slot, 0, use);  // part 0 holds element 0 (every thread waits, whatever it owns)
       const float k = to_float(stage[0].v[0]);
       float2 acc = make_float2(0.f, 0.f);
+      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+        stager.wait(slot, i, use);
+        const V v = stage[c];
 #pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < kVecs) {
-          stager.wait(slot, i, use);
-          const V v = stage[c];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            const float d = to_float(v.v[j]) - k;
-            acc.x += d;
-            acc.y = fmaf(d, d, acc.y);
-          }
+        for (int j = 0; j < VEC; ++j) {
+          const float d = to_float(v.v[j]) - k;
+          acc.x += d;
+          acc.y = fmaf(d, d, acc.y);
         }
-      }
+      });
       const float2 tot = group_reduce<TPB>(acc, reinterpret_cast<float2*>(scratch), AddPair{});
       const float dm = tot.x / N;
       mean = k + dm;
@@ -91,49 +82,42 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
       rstd = rsqrtf((var < 0.f ? 0.f : var) + __uint_as_float(EPS_BITS));
     } else {
       float sum = 0.f;
+      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+        stager.wait(slot, i, use);
+        const V v = stage[c];
 #pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < kVecs) {
-          stager.wait(slot, i, use);
-          const V v = stage[c];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
-        }
-      }
+        for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
+      });
       mean = group_sum<TPB>(sum, scratch) / N;
       if constexpr (TPB > 32) __syncthreads();  // scratch is reused by the second reduction
       float sq = 0.f;
+      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+        const V v = stage[c];
 #pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < kVecs) {
-          const V v = stage[c];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
-        }
-      }
+        for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
+      });
       rstd = rsqrtf(group_sum<TPB>(sq, scratch) / N + __uint_as_float(EPS_BITS));
     }
-#pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) {
-        const V v = stage[c];
-        V wv, bv;
-        if constexpr (HAS_WEIGHT) wv = kCache ? wcache[i] : wr[c];
-        if constexpr (HAS_BIAS) bv = kCache ? bcache[i] : br[c];
-        V out;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          float f = (to_float(v.v[j]) - mean) * rstd;
-          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-          if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
-          out.v[j] = from_float<T>(f);
-        }
-        yr[c] = out;
+    Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+      const V v = stage[c];
+      V wv, bv;
+      if constexpr (kCache) {
+        if constexpr (HAS_WEIGHT) wv = wcache[i];
+        if constexpr (HAS_BIAS) bv = bcache[i];
+      } else {
+        if constexpr (HAS_WEIGHT) wv = wr[c];
+        if constexpr (HAS_BIAS) bv = br[c];
       }
-    }
+      V out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float f = (to_float(v.v[j]) - mean) * rstd;
+        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+        if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
+        out.v[j] = from_float<T>(f);
+      }
+      yr[c] = out;
+    });
   };
   bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, load_affine, normalise);
 }

@@ -63,11 +63,7 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
   V wcache[kCacheW ? kParts : 1];
   auto load_weight = [&] {
     if constexpr (kCacheW) {
-#pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < count) wcache[i] = wr[c];
-      }
+      Stager::template for_each<kExact>(count, [&](int i, int c) { wcache[i] = wr[c]; });
     }
   };
   auto normalise = [&](int slot, unsigned use, long long row) {
@@ -77,23 +73,19 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
     V* yr = reinterpret_cast<V*>(y + off) + begin;
 
     float ss = 0.f;
+    Stager::template for_each<kExact>(count, [&](int i, int c) {
+      stager.wait(slot, i, use);
+      V v = stage[c];
+      if constexpr (ADD_RESIDUAL) {
+        const V r = stager.row(slot, 1)[c];
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < count) {
-        stager.wait(slot, i, use);
-        V v = stage[c];
-        if constexpr (ADD_RESIDUAL) {
-          const V r = stager.row(slot, 1)[c];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
-          rout[c] = v;  // residual_out may alias residual_in: this thread read element c (staged) first
-          stage[c] = v;  // the scale pass normalises the rounded sum
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
+        for (int j = 0; j < VEC; ++j) v.v[j] = from_float<T>(to_float(v.v[j]) + to_float(r.v[j]));
+        rout[c] = v;  // residual_out may alias residual_in: this thread read element c (staged) first
+        stage[c] = v;  // the scale pass normalises the rounded sum
       }
-    }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
+    });
     float total = group_sum<TPB>(ss, scratch);
     if constexpr (CLUSTER > 1) {
       cluster::wait();  // every CTA has started: its `partials` may be written
@@ -105,24 +97,20 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
       for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
     }
     const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+    Stager::template for_each<kExact>(count, [&](int i, int c) {
+      const V v = stage[c];
+      V wv;
+      if constexpr (kCacheW) wv = wcache[i];
+      else if constexpr (HAS_WEIGHT) wv = wr[c];
+      V out;
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < count) {
-        const V v = stage[c];
-        V wv;
-        if constexpr (kCacheW) wv = wcache[i];
-        else if constexpr (HAS_WEIGHT) wv = wr[c];
-        V out;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          float f = to_float(v.v[j]) * rs;
-          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-          out.v[j] = from_float<T>(f);
-        }
-        yr[c] = out;
+      for (int j = 0; j < VEC; ++j) {
+        float f = to_float(v.v[j]) * rs;
+        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+        out.v[j] = from_float<T>(f);
       }
-    }
+      yr[c] = out;
+    });
   };
   bulk::walk_rows<kWalk, ADD_RESIDUAL>(stager, row0, kWalk ? rows : row0 + 1, gridDim.x, issue, load_weight,
                                        normalise);

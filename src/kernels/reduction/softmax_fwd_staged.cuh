@@ -27,45 +27,32 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
   __shared__ float2 scratch_pair[TPB > 32 ? TPB / 32 : 1];
 
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
-  const int t = static_cast<int>(threadIdx.x);
   auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
   auto normalise = [&](int slot, unsigned use, long long row) {
     const V* stage = stager.row(slot);
     V* yr = reinterpret_cast<V*>(y + row * N);
 
     float m = neg_inf();
+    Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+      stager.wait(slot, i, use);
+      const V v = stage[c];
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) {
-        stager.wait(slot, i, use);
-        const V v = stage[c];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
-      }
-    }
+      for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
+    });
     // Each thread reduces its vectors to (max, sum of exp(x - max)); one reduction of the pairs gives
     // the row's (M, S), as in softmax_fwd.
     float s = 0.f;
     if (m != neg_inf()) {  // only -inf seen: adds nothing (and no -inf - -inf)
+      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
+        const V v = stage[c];
 #pragma unroll
-      for (int i = 0; i < kParts; ++i) {
-        const int c = i * TPB + t;
-        if (kExact || c < kVecs) {
-          const V v = stage[c];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(v.v[j]) - m);
-        }
-      }
+        for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(v.v[j]) - m);
+      });
     }
     const float2 ms = group_reduce<TPB>(make_float2(m, s), scratch_pair, CombineMaxSum{});
     const float M = ms.x, S = ms.y;
     const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
-#pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      const int c = i * TPB + t;
-      if (kExact || c < kVecs) yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s);
-    }
+    Stager::template for_each<kExact>(kVecs, [&](int i, int c) { yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s); });
   };
   bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, [] {}, normalise);
 }
