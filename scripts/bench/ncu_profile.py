@@ -67,6 +67,8 @@ WORKLOADS = {
     "ln_4096x16384": lambda: _norm(4096, 16384, "ln"),
     "rms_bwd_16384x4096": lambda: _norm(16384, 4096, "rms_bwd"),
     "ln_bwd_16384x4096": lambda: _norm(16384, 4096, "ln_bwd"),
+    "rms_bwd_2048x4096": lambda: _norm(2048, 4096, "rms_bwd"),
+    "ln_bwd_2048x4096": lambda: _norm(2048, 4096, "ln_bwd"),
     "softmax_4096x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_softmax_fwd(x, -1))(_bf16(4096, 4096)),
     "softmax_4x128256": lambda: (lambda x: lambda: torch.ops.tileops.reduction_softmax_fwd(x, -1))(_bf16(4, 128256)),
     "gelu_8192x8192": lambda: _unary("gelu", "none"),

@@ -8,7 +8,9 @@ planner knobs in the environment, read once per process, so run one process per 
       TILEOPS_SOFTMAX_VECS_PER_THREAD, and the staged rows under TILEOPS_STAGED_MIN_ROW_BYTES (which rows
       are staged; a huge value turns staging off), TILEOPS_STAGED_ROW_VPT, TILEOPS_STAGED_WALK=1 (persistent
       CTAs walking rows; TILEOPS_STAGED_WALK_CTAS_PER_SM caps them), TILEOPS_LN_ONE_PASS and
-      TILEOPS_LN_CACHE_AFFINE (LayerNorm's staged statistics and weight/bias); --softmax: the softmax rows alone.
+      TILEOPS_LN_CACHE_AFFINE (LayerNorm's staged statistics and weight/bias); --softmax: the softmax rows alone;
+  --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]) under TILEOPS_NORM_BWD_* knobs, beside a
+      copy of the op's 3*M*N elements.
     for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
@@ -54,14 +56,36 @@ def norm_rows(ops, softmax_only: bool = False) -> list[str]:
     return out
 
 
+def bwd_rows(ops) -> list[str]:
+    """The backward ops on rotating (x, dy) sets, beside a copy of their 3*M*N elements of traffic."""
+    out = []
+    dtype = torch.bfloat16
+    for m, n in ((2048, 4096), (16384, 4096), (2048, 8192), (4096, 16384)):
+        n_sets = harness.n_sets_for(3 * m * n * dtype.itemsize)
+        xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        dys = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        src = [torch.empty(3 * m // 2, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        dst = [torch.empty_like(t) for t in src]
+        w = torch.randn(n, device="cuda", dtype=dtype)
+        copy = harness.graph_time_us(lambda i: (lambda: dst[i].copy_(src[i])), n_sets)
+        for name, op in (("rms_bwd", ops.norm_rms_norm_bwd), ("ln_bwd", ops.norm_layer_norm_bwd)):
+            ours = harness.graph_time_us(lambda i: (lambda: op(dys[i], xs[i], w, [n])), n_sets)
+            out.append(f"{name} {m}x{n} ours {ours:6.1f} µs copy {copy:5.1f} µs copy/ours {copy / ours:4.2f}")
+        del xs, dys, src, dst
+    return out
+
+
 def main() -> None:
     tileops.load()
     knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
                      if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_STAGED_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_",
-                                   "TILEOPS_LN_"))) or "defaults"
+                                   "TILEOPS_LN_", "TILEOPS_NORM_BWD_"))) or "defaults"
     ops = torch.ops.tileops
     if "--softmax" in sys.argv:
         print(f"[{knobs}] " + " | ".join(norm_rows(ops, softmax_only=True)))
+        return
+    if "--bwd" in sys.argv:
+        print(f"[{knobs}]\n  " + "\n  ".join(bwd_rows(ops)))
         return
     if "--norm" in sys.argv:
         print(f"[{knobs}]\n  " + "\n  ".join(norm_rows(ops)))

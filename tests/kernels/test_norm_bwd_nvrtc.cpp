@@ -173,14 +173,26 @@ TEST(NormBwdPlan, SharedMemoryBudgetIsRespected) {
 TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
   using tileops::nvrtc::SmResources;
   const SmResources h200{2048, 32, 228 * 1024, 1024};
+  // Staged RMSNorm rows: one CTA an SM (measured faster than the min_blocks the registers allow).
   const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
-  const int per_sm = tileops::nvrtc::norm_bwd_blocks_per_sm(p, h200);
+  EXPECT_GE(p.min_blocks, 2);
+  EXPECT_EQ(p.grid_per_sm, 1);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_blocks_per_sm(p, h200), 1);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(p, 132, h200), 132);
+  // LayerNorm fills the SM up to min_blocks.
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  const int per_sm = tileops::nvrtc::norm_bwd_blocks_per_sm(ln, h200);
   EXPECT_GE(per_sm, 2);
-  EXPECT_LE(per_sm, p.min_blocks);
-  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(p, 132, h200), 132 * per_sm);
+  EXPECT_EQ(per_sm, ln.min_blocks);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(ln, 132, h200), 132 * per_sm);
+  // Unstaged RMSNorm rows (2-byte accesses) keep min_blocks too.
+  const auto gm = plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8);
+  EXPECT_FALSE(gm.smem);
+  EXPECT_EQ(gm.grid_per_sm, gm.min_blocks);
   // Shared memory bounds the CTAs a SM holds.
   const SmResources small{2048, 32, 100 * 1024, 1024};
-  EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(p, small) * (p.smem_bytes + 1024), 100 * 1024);
+  EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small) * (ln.smem_bytes + 1024), 100 * 1024);
+  EXPECT_LT(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small), per_sm);
   // Very long rows: the workspace [grid, n] stays within its budget.
   const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
   const int g = tileops::nvrtc::norm_bwd_max_grid(huge, 132, h200);

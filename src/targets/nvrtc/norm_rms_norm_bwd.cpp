@@ -156,7 +156,9 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
     }
   };
   // 256-thread CTAs: short rows share a CTA (fewer partial rows to sum than one CTA per row group).
-  p.rows = p.tpr < 256 ? 256 / p.tpr : 1;
+  // TILEOPS_NORM_BWD_CTA_THREADS overrides 256 (experiments).
+  static const int kCtaThreads = next_pow2(env_int("TILEOPS_NORM_BWD_CTA_THREADS", 256, 32, 1024));
+  p.rows = p.tpr < kCtaThreads ? kCtaThreads / p.tpr : 1;
   decide();
   // Workspace partials are owned by one row group per CTA; a combine buffer must fit shared memory.
   if (p.rows > 1 && (!p.acc_reg || p.smem_bytes > smem_budget)) {
@@ -172,16 +174,21 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   blocks = std::min(blocks, 2048 / p.threads());
   if (p.smem_bytes > 0) blocks = std::min(blocks, (228 * 1024) / (p.smem_bytes + 2048));
   p.min_blocks = std::clamp(blocks, 1, 32);
+  // Staged RMSNorm rows: one CTA an SM. Measured on the H200 (bf16, docs/PERF.md, session 6): 16384x4096
+  // 117 -> 103 us and 2048x4096 20.5 -> 18.0 us against 3 CTAs an SM (a third of the partial rows);
+  // 4096x16384 already has one. LayerNorm keeps min_blocks: one CTA an SM measured 114 -> 141 us.
+  p.grid_per_sm = !layer && p.smem ? 1 : p.min_blocks;
   return p;
 }
 
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm) {
-  int b = std::min(p.min_blocks, sm.threads / p.threads());
+  // TILEOPS_NORM_BWD_BLOCKS_PER_SM replaces grid_per_sm, up to min_blocks (experiments).
+  static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
+  int b = kOverride > 0 ? std::min(kOverride, p.min_blocks) : p.grid_per_sm;
+  b = std::min(b, sm.threads / p.threads());
   b = std::min(b, sm.blocks);
   // Static shared memory of the kernels is under 1 KB (reduction scratch).
   b = std::min(b, sm.smem / (p.smem_bytes + 1024 + sm.reserved_smem));
-  static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
-  if (kOverride > 0) b = std::min(b, kOverride);
   return std::max(1, b);
 }
 

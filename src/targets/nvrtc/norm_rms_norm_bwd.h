@@ -26,6 +26,7 @@ struct NormBwdPlan {
   int tpr;           // threads per row (power of two, <= 1024)
   int rows;          // row groups per CTA (CTA = tpr * rows threads)
   int min_blocks;    // __launch_bounds__ minimum CTAs per SM: caps registers at 64K / (threads * min_blocks)
+  int grid_per_sm;   // CTAs per SM of the persistent grid (<= min_blocks; fewer where more measured slower)
   bool has_weight;
   bool dw, db;       // dweight / dbias wanted (db: LayerNorm only)
   bool smem;         // rows staged in shared memory one row ahead (cp.async)
@@ -51,7 +52,7 @@ struct SmResources {
   int smem = 228 * 1024;           // shared memory per SM
   int reserved_smem = 1024;        // per CTA, taken by the system
 };
-// CTAs per SM of the persistent grid: the plan's min_blocks, bounded by threads and shared memory.
+// CTAs per SM of the persistent grid: the plan's grid_per_sm, bounded by threads and shared memory.
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm);
 // The persistent grid's size for a device (before capping by the number of row groups of a call):
 // fixed per build and device, so the order in which partials are summed never changes.
