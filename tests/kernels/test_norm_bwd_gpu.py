@@ -322,3 +322,70 @@ def test_cold_compile_one_node_no_recompile_dynamic_batch(cls, op, n_out, counte
     assert [c for c in calls if "tileops" in str(c)] == [op.default]
     assert all("getitem" in str(c) for c in calls if "tileops" not in str(c))
     assert counters()["kernel_builds"] == 1
+
+
+
+def _dependent_reduce_child(out_path):
+    """Runs in a child process (the launch mode is read once a process): backward calls eagerly and
+    in CUDA graph replays, their results saved to out_path."""
+    tileops.load()
+    res = {}
+    for m, n in [(2048, 4096), (16384, 4096), (7, 1000), (300, 65536), (0, 4096)]:
+        dy, x, w = inputs(m, n, torch.bfloat16, seed=m + n)
+        res[f"rms{m}x{n}"] = [t.cpu() for t in RMS(dy, x, w, [n])]
+        res[f"ln{m}x{n}"] = [t.cpu() for t in LN(dy, x, w, [n])]
+    # 20 calls in one graph, back to back, RMSNorm and LayerNorm alternating: a reduction that read
+    # partial rows before its main kernel finished would make the replayed calls differ.
+    dy, x, w = inputs(2048, 4096, torch.bfloat16, seed=1)
+    res["eager"] = [[t.cpu() for t in RMS(dy, x, w, [4096])], [t.cpu() for t in LN(dy, x, w, [4096])]]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [LN(dy, x, w, [4096]) if i % 2 else RMS(dy, x, w, [4096]) for i in range(20)]
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    res["graph"] = [[t.cpu() for t in o] for o in outs]
+    torch.save(res, out_path)
+    print("dependent reduce child ok")
+
+
+def test_dependent_launch_of_the_reduction_equals_the_plain_launch_bitwise(tmp_path):
+    """sm_90+: norm_bwd_reduce is a programmatic dependent launch (it may start before the main kernel
+    ends and waits for it, grid_dependency.cuh). TILEOPS_NORM_BWD_PDL=0 launches it plainly. Both
+    give bitwise the same gradients, eagerly and in graph replays, and those match float64."""
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    hopper = torch.cuda.get_device_capability()[0] >= 9
+    runs = {}
+    for pdl in ("1", "0"):
+        out = tmp_path / f"pdl{pdl}.pt"
+        env = dict(os.environ, TILEOPS_NORM_BWD_PDL=pdl, TILEOPS_LOG_LEVEL="debug",
+                   TILEOPS_CACHE_DIR=str(tmp_path / "cache"),
+                   PYTHONPATH=os.pathsep.join([os.path.join(root, "python"), os.path.join(root, "tests")]))
+        code = (f"import sys; sys.path.insert(0, {here!r}); import test_norm_bwd_gpu as t; "
+                f"t._dependent_reduce_child({str(out)!r})")
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        log = run.stdout + run.stderr
+        assert run.returncode == 0 and "dependent reduce child ok" in run.stdout, log[-4000:]
+        modes = [line for line in log.splitlines() if "norm_bwd_reduce__" in line and " launch" in line]
+        want = "is a programmatic dependent launch" if pdl == "1" and hopper else "is a plain launch"
+        assert modes and all(want in line for line in modes), (want, modes, log[-2000:])
+        runs[pdl] = torch.load(out)
+    assert runs["1"].keys() == runs["0"].keys()
+    for key in runs["1"]:
+        if key in ("eager", "graph"):
+            continue
+        for a, b in zip(runs["1"][key], runs["0"][key]):
+            assert torch.equal(a, b), key
+    for res in runs.values():
+        for i, call in enumerate(res["graph"]):
+            for a, b in zip(call, res["eager"][i % 2]):
+                assert torch.equal(a, b), i
+    dy, x, w = inputs(2048, 4096, torch.bfloat16, seed=1)
+    dx, dw = rms_ref(dy, x, w, [4096])
+    check_dx(runs["1"]["eager"][0][0].cuda(), dx)
+    check_sum(runs["1"]["eager"][0][1].cuda(), dw)

@@ -25,6 +25,7 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   constexpr int kWarps = TPR > 32 ? TPR / 32 : 1;
   constexpr bool kUnroll = ACC_REG;
   static_assert(ACC_REG || ROWS == 1, "workspace partials are owned by one row group per CTA");
+  allow_dependent_launch();  // the dweight reduction may be scheduled (it waits for this grid)
 
   // Two reductions a row, each with its own buffer: a buffer is rewritten only after the other
   // reduction's barrier, which every thread reaches after reading it.

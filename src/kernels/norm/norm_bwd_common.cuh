@@ -8,7 +8,8 @@
 // partials of dweight/dbias stay in registers (ACC_REG) or, for rows too long for that, in the CTA's
 // own row of the workspace (read-modify-write by the one owning thread). At the end each CTA leaves
 // one partial row per gradient in the workspace [G, N]; norm_bwd_reduce sums those rows in a fixed
-// order and rounds once to T.
+// order and rounds once to T. The main kernel lets that reduction be scheduled as soon as it starts
+// (allow_dependent_launch); the reduction waits for its end before reading (grid_dependency.cuh).
 //
 // SMEM: the rows are staged in shared memory one row ahead with cp.async (each thread copies and
 // later reads only its own vectors, so the pipeline needs no barrier), which keeps the next row's
@@ -16,6 +17,7 @@
 // from global memory (second and third reads mostly hit L1/L2).
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/grid_dependency.cuh"
 
 namespace tileops {
 namespace norm_bwd {
@@ -261,6 +263,8 @@ norm_bwd_reduce(const float* __restrict__ part_w, const float* __restrict__ part
                 T* __restrict__ dbias, int parts, int n) {
   __shared__ float sw[DW ? kReduceWarps : 1][32];
   __shared__ float sb[DB ? kReduceWarps : 1][32];
+  // Launched as a programmatic dependent of the main kernel: its partial rows are complete only now.
+  wait_for_prior_grid();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int col = blockIdx.x * 32 + lane;
   float aw = 0.f, ab = 0.f;

@@ -27,6 +27,7 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
   constexpr bool kUnroll = ACC_REG;
   static_assert(ACC_REG || ROWS == 1, "workspace partials are owned by one row group per CTA");
   (void)part_b;
+  allow_dependent_launch();  // the dweight reduction may be scheduled (it waits for this grid)
 
   __shared__ float scratch[2][TPR > 32 ? ROWS : 1][2 * kWarps];  // alternating by row parity
   extern __shared__ __align__(16) unsigned char smem[];

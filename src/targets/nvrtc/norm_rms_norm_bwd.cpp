@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/log.h"
 #include "jit/cuda_driver.h"
 #include "targets/builtin.h"
 #include "targets/nvrtc/nvrtc_target.h"
@@ -57,8 +58,14 @@ SmResources sm_resources(int device) {
 
 class NormBwdKernel final : public Kernel {
  public:
-  NormBwdKernel(LoadedKernel main, std::unique_ptr<LoadedKernel> reduce, NormBwdPlan p, NormBwdSlots s, int max_grid)
-      : main_(std::move(main)), reduce_(std::move(reduce)), p_(p), s_(s), max_grid_(max_grid) {}
+  NormBwdKernel(LoadedKernel main, std::unique_ptr<LoadedKernel> reduce, NormBwdPlan p, NormBwdSlots s, int max_grid,
+                bool dependent_reduce)
+      : main_(std::move(main)),
+        reduce_(std::move(reduce)),
+        p_(p),
+        s_(s),
+        max_grid_(max_grid),
+        dependent_reduce_(dependent_reduce) {}
 
   void launch(const OpCall& call) const override {
     const at::Tensor& dy_t = call.inputs[s_.dy];
@@ -93,7 +100,9 @@ class NormBwdKernel final : public Kernel {
       int n = p_.n;
       void* args[] = {&part_w, &part_b, &dweight, &dbias, &parts, &n};
       // 32 warps a CTA: kReduceWarps in norm_bwd_common.cuh.
-      nvrtc::launch(*reduce_, static_cast<unsigned>((p_.n + 31) / 32), 1024, 0, args);
+      const auto grid = static_cast<unsigned>((p_.n + 31) / 32);
+      if (dependent_reduce_) nvrtc::launch_dependent(*reduce_, grid, 1024, 0, args);
+      else nvrtc::launch(*reduce_, grid, 1024, 0, args);
     }
   }
 
@@ -103,6 +112,7 @@ class NormBwdKernel final : public Kernel {
   NormBwdPlan p_;
   NormBwdSlots s_;
   int max_grid_;
+  bool dependent_reduce_;  // the reduction is a programmatic dependent launch (sm_90+)
 };
 
 }  // namespace
@@ -263,7 +273,13 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     if (plan.dw || plan.db)
       reduce = std::make_unique<LoadedKernel>(load(norm_bwd_reduce_source(dtype, plan.dw, plan.db, dev.arch), device));
     const int max_grid = norm_bwd_max_grid(plan, dev.sm_count, sm_resources(device));
-    return std::make_shared<NormBwdKernel>(std::move(main), std::move(reduce), plan, slots, max_grid);
+    // sm_90+: the reduction is launched as a programmatic dependent of the main kernel, which hides
+    // the launch gap between them. TILEOPS_NORM_BWD_PDL=0 turns that off (experiments).
+    static const bool kDependentReduce = env_int("TILEOPS_NORM_BWD_PDL", 1, 0, 1) == 1;
+    const bool dependent = kDependentReduce && dev.cc_major >= 9;
+    if (reduce)
+      log::debug("tileops: " + reduce->name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
+    return std::make_shared<NormBwdKernel>(std::move(main), std::move(reduce), plan, slots, max_grid, dependent);
   };
   b.describe = [slots](const BuildKey& key) {
     const std::string grads = std::string((key.words[4] & 1) ? "dweight" : "") +

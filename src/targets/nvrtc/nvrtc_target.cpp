@@ -207,16 +207,12 @@ void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned s
 
 namespace tileops::nvrtc {
 
-void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
-                    void** args) {
+namespace {
+
+// cuLaunchKernelEx of a 1-D grid with launch attributes, inside the kernel's context.
+void launch_with(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args,
+                 CUlaunchAttribute* attrs, unsigned num_attrs) {
   const auto& drv = jit::driver();
-  TORCH_CHECK(drv.cuLaunchKernelEx != nullptr, "launching ", k.name,
-              ": thread-block clusters need cuLaunchKernelEx (CUDA driver 11.8 or newer)");
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = cluster_x;
-  attr.value.clusterDim.y = 1;
-  attr.value.clusterDim.z = 1;
   CUlaunchConfig cfg{};
   cfg.gridDimX = grid_x;
   cfg.gridDimY = cfg.gridDimZ = 1;
@@ -224,8 +220,8 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
   cfg.blockDimY = cfg.blockDimZ = 1;
   cfg.sharedMemBytes = smem_bytes;
   cfg.hStream = c10::cuda::getCurrentCUDAStream(k.device).stream();
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = num_attrs;
   CUcontext current = nullptr;
   drv.cuCtxGetCurrent(&current);
   const bool switch_ctx = current != k.context;
@@ -233,6 +229,28 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
   const CUresult r = drv.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
   if (switch_ctx) drv.cuCtxPopCurrent(&current);
   if (r != CUDA_SUCCESS) jit::check_cu(r, ("launching " + k.name).c_str());
+}
+
+}  // namespace
+
+void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
+                    void** args) {
+  TORCH_CHECK(jit::driver().cuLaunchKernelEx != nullptr, "launching ", k.name,
+              ": thread-block clusters need cuLaunchKernelEx (CUDA driver 11.8 or newer)");
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = cluster_x;
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  launch_with(k, grid_x, block_x, smem_bytes, args, &attr, 1);
+}
+
+void launch_dependent(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args) {
+  if (jit::driver().cuLaunchKernelEx == nullptr) return launch(k, grid_x, block_x, smem_bytes, args);
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  launch_with(k, grid_x, block_x, smem_bytes, args, &attr, 1);
 }
 
 int env_int(const char* name, int dflt, int lo, int hi) {

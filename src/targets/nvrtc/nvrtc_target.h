@@ -62,6 +62,10 @@ void launch(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned s
 // The same with 1-D thread-block clusters of cluster_x CTAs (sm_90+; grid_x a multiple of it).
 void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned cluster_x, unsigned smem_bytes,
                     void** args);
+// A programmatic dependent launch (sm_90+): the kernel may be scheduled before the previous kernel on
+// the stream ends, and must itself wait for it (griddepcontrol.wait) before touching memory; this
+// hides the launch gap between two kernels of one op. Where cuLaunchKernelEx is missing, a plain launch.
+void launch_dependent(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);
 
 // How one row of `vecs` accesses of `vec_bytes` each spreads over a thread-block cluster: the
 // smallest cluster (2 CTAs up to the limit) whose CTAs hold at most a target number of bytes each,
