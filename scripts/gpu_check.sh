@@ -4,6 +4,7 @@
 #   device run: bash scripts/gpu_check.sh   with carry=[".deps"]
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
+# PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not),
 # SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="TILEOPS_X=1 TILEOPS_X=2", PROFILE=1|"names".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,7 @@ if [ -z "${SKIP_PYTEST:-}" ]; then
 step "pytest (all, GPU included)"
 # Deselected here: on the runner's torch 2.11 a c10::IndexError raised from the reference RoPE target
 # crashed the process (see docs/PERF.md, scripts/debug/probe_index_error.py); it passes on 2.14.
-$PY -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-tests --timeout=150 -rf \
+$PY -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
   --deselect tests/position/test_rope.py::test_out_of_range_positions_are_an_index_error_and_nothing_is_written} \
   >"$OUT/pytest.log" 2>&1 || status=1
 grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
