@@ -203,6 +203,15 @@ TEST(RmsNormStagedCompiles, PlainRowsToCubinForSm90a) {
 // Persistent staged rows: the grid holds what fits the SMs at once (two slots a CTA), and a call with
 // more rows gives every CTA the same number of rows (no straggler wave); one slot when each CTA has
 // one row.
+TEST(DependentLaunch, NeedsHopperLaunchExAndACuda123Driver) {
+  using tileops::nvrtc::dependent_launch_supported;
+  EXPECT_TRUE(dependent_launch_supported(9, 12030, true));
+  EXPECT_TRUE(dependent_launch_supported(10, 13000, true));
+  EXPECT_FALSE(dependent_launch_supported(8, 13000, true));   // sm_80: no griddepcontrol
+  EXPECT_FALSE(dependent_launch_supported(9, 12020, true));   // graphs do not capture it before 12.3
+  EXPECT_FALSE(dependent_launch_supported(9, 13000, false));  // no cuLaunchKernelEx
+}
+
 TEST(StagedWalk, EqualWalksWithinWhatFitsTheSms) {
   using tileops::nvrtc::staged_walk_for;
   const auto w = staged_walk_for(13, 132, 16384);  // 16 KB rows: 13 CTAs an SM on 132 SMs

@@ -276,7 +276,7 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     // sm_90+: the reduction is launched as a programmatic dependent of the main kernel, which hides
     // the launch gap between them. TILEOPS_NORM_BWD_PDL=0 turns that off (experiments).
     static const bool kDependentReduce = env_int("TILEOPS_NORM_BWD_PDL", 1, 0, 1) == 1;
-    const bool dependent = kDependentReduce && dev.cc_major >= 9;
+    const bool dependent = kDependentReduce && dependent_launch_supported(dev);
     if (reduce)
       log::debug("tileops: " + reduce->name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
     return std::make_shared<NormBwdKernel>(std::move(main), std::move(reduce), plan, slots, max_grid, dependent);

@@ -253,6 +253,18 @@ void launch_dependent(const LoadedKernel& k, unsigned grid_x, unsigned block_x, 
   launch_with(k, grid_x, block_x, smem_bytes, args, &attr, 1);
 }
 
+bool dependent_launch_supported(int cc_major, int driver_version, bool has_launch_ex) {
+  return cc_major >= 9 && driver_version >= 12030 && has_launch_ex;
+}
+
+bool dependent_launch_supported(const DeviceInfo& dev) {
+  static const int kDriverVersion = [] {
+    int v = 0;
+    return jit::driver().cuDriverGetVersion(&v) == CUDA_SUCCESS ? v : 0;
+  }();
+  return dependent_launch_supported(dev.cc_major, kDriverVersion, jit::driver().cuLaunchKernelEx != nullptr);
+}
+
 int env_int(const char* name, int dflt, int lo, int hi) {
   const char* v = std::getenv(name);
   if (!v || !*v) return dflt;  // unset: the default even where 0 is a valid setting

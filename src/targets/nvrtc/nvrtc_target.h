@@ -66,6 +66,11 @@ void launch_cluster(const LoadedKernel& k, unsigned grid_x, unsigned block_x, un
 // the stream ends, and must itself wait for it (griddepcontrol.wait) before touching memory; this
 // hides the launch gap between two kernels of one op. Where cuLaunchKernelEx is missing, a plain launch.
 void launch_dependent(const LoadedKernel& k, unsigned grid_x, unsigned block_x, unsigned smem_bytes, void** args);
+// Whether a kernel may be launched that way: compute capability 9.0+, cuLaunchKernelEx present, and a
+// driver of CUDA 12.3 or newer (CUDA graphs record such launches as programmatic edges from 12.3 on).
+bool dependent_launch_supported(int cc_major, int driver_version, bool has_launch_ex);
+// The same for a device (queries the driver's version once).
+bool dependent_launch_supported(const DeviceInfo& dev);
 
 // How one row of `vecs` accesses of `vec_bytes` each spreads over a thread-block cluster: the
 // smallest cluster (2 CTAs up to the limit) whose CTAs hold at most a target number of bytes each,
