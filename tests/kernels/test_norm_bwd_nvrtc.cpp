@@ -185,10 +185,21 @@ TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
   EXPECT_GE(per_sm, 2);
   EXPECT_EQ(per_sm, ln.min_blocks);
   EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(ln, 132, h200), 132 * per_sm);
-  // Unstaged RMSNorm rows (2-byte accesses) keep min_blocks too.
+  // Not measured at one CTA an SM, so they keep min_blocks: unstaged rows (2-byte accesses), dx
+  // alone (no partial rows), rows under 8 KB (several a CTA).
   const auto gm = plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8);
   EXPECT_FALSE(gm.smem);
   EXPECT_EQ(gm.grid_per_sm, gm.min_blocks);
+  const auto dx_only = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, FLT_EPSILON, 8);
+  EXPECT_TRUE(dx_only.smem);
+  EXPECT_EQ(dx_only.grid_per_sm, dx_only.min_blocks);
+  EXPECT_GE(dx_only.min_blocks, 2);
+  const auto short_rows = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, FLT_EPSILON, 8);
+  EXPECT_TRUE(short_rows.smem);
+  EXPECT_GT(short_rows.rows, 1);
+  EXPECT_EQ(short_rows.grid_per_sm, short_rows.min_blocks);
+  EXPECT_GE(short_rows.min_blocks, 2);
+  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 2048, false, true, true, false, FLT_EPSILON, 4).grid_per_sm, 1);  // 8 KB
   // Shared memory bounds the CTAs a SM holds.
   const SmResources small{2048, 32, 100 * 1024, 1024};
   EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small) * (ln.smem_bytes + 1024), 100 * 1024);

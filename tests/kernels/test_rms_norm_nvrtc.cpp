@@ -200,9 +200,7 @@ TEST(RmsNormStagedCompiles, PlainRowsToCubinForSm90a) {
   }
 }
 
-// Persistent staged rows: the grid holds what fits the SMs at once (two slots a CTA), and a call with
-// more rows gives every CTA the same number of rows (no straggler wave); one slot when each CTA has
-// one row.
+// The launch of a kernel that may start before the previous one ends (norm backward reduction).
 TEST(DependentLaunch, NeedsHopperLaunchExAndACuda123Driver) {
   using tileops::nvrtc::dependent_launch_supported;
   EXPECT_TRUE(dependent_launch_supported(9, 12030, true));
@@ -212,6 +210,9 @@ TEST(DependentLaunch, NeedsHopperLaunchExAndACuda123Driver) {
   EXPECT_FALSE(dependent_launch_supported(9, 13000, false));  // no cuLaunchKernelEx
 }
 
+// Persistent staged rows: the grid holds what fits the SMs at once (two slots a CTA), and a call with
+// more rows gives every CTA the same number of rows (no straggler wave); one slot when each CTA has
+// one row.
 TEST(StagedWalk, EqualWalksWithinWhatFitsTheSms) {
   using tileops::nvrtc::staged_walk_for;
   const auto w = staged_walk_for(13, 132, 16384);  // 16 KB rows: 13 CTAs an SM on 132 SMs

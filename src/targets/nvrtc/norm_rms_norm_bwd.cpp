@@ -3,9 +3,10 @@
 // norm_bwd_common.cuh (design notes there).
 //
 // A call: dx and the per-CTA partial rows of dweight/dbias from one persistent launch of G CTAs
-// (G = min(CTAs resident on the device, row groups of the call); fixed per build, device and row
+// (G = min(SMs x the plan's grid_per_sm, row groups of the call); fixed per build, device and row
 // count, so the summation order is too), then, when a weight gradient is wanted, norm_bwd_reduce
-// sums the G partial rows per column in a fixed order. The workspace [G, N] (x2 for dweight and
+// sums the G partial rows per column in a fixed order (on sm_90+ a programmatic dependent launch of
+// the main kernel, which hides the launch gap between the two). The workspace [G, N] (x2 for dweight and
 // dbias) comes from the torch caching allocator on the call's stream.
 #include "targets/nvrtc/norm_rms_norm_bwd.h"
 
@@ -100,9 +101,11 @@ class NormBwdKernel final : public Kernel {
       int n = p_.n;
       void* args[] = {&part_w, &part_b, &dweight, &dbias, &parts, &n};
       // 32 warps a CTA: kReduceWarps in norm_bwd_common.cuh.
-      const auto grid = static_cast<unsigned>((p_.n + 31) / 32);
-      if (dependent_reduce_) nvrtc::launch_dependent(*reduce_, grid, 1024, 0, args);
-      else nvrtc::launch(*reduce_, grid, 1024, 0, args);
+      const auto rgrid = static_cast<unsigned>((p_.n + 31) / 32);
+      // Dependent only on our own main kernel: with no rows there is none, and the reduction would
+      // depend on whatever the stream ran before.
+      if (dependent_reduce_ && grid > 0) nvrtc::launch_dependent(*reduce_, rgrid, 1024, 0, args);
+      else nvrtc::launch(*reduce_, rgrid, 1024, 0, args);
     }
   }
 
@@ -184,10 +187,11 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   blocks = std::min(blocks, 2048 / p.threads());
   if (p.smem_bytes > 0) blocks = std::min(blocks, (228 * 1024) / (p.smem_bytes + 2048));
   p.min_blocks = std::clamp(blocks, 1, 32);
-  // Staged RMSNorm rows: one CTA an SM. Measured on the H200 (bf16, docs/PERF.md, session 6): 16384x4096
-  // 117 -> 103 us and 2048x4096 20.5 -> 18.0 us against 3 CTAs an SM (a third of the partial rows);
-  // 4096x16384 already has one. LayerNorm keeps min_blocks: one CTA an SM measured 114 -> 141 us.
-  p.grid_per_sm = !layer && p.smem ? 1 : p.min_blocks;
+  // Staged RMSNorm rows of 8 KB and more, with dweight: one CTA an SM. Measured on the H200 (bf16,
+  // docs/PERF.md, session 6): 16384x4096 117 -> 103 us, 2048x4096 20.5 -> 18.0 us, 2048x8192
+  // 35.4 -> 32.5 us against 2-3 CTAs an SM; 4096x16384 already has one. Shorter rows (several a CTA)
+  // and dx alone were not measured and keep min_blocks; so does LayerNorm (one CTA an SM: 114 -> 141 us).
+  p.grid_per_sm = !layer && p.smem && p.dw && n * elem >= 8192 ? 1 : p.min_blocks;
   return p;
 }
 
@@ -274,7 +278,8 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
       reduce = std::make_unique<LoadedKernel>(load(norm_bwd_reduce_source(dtype, plan.dw, plan.db, dev.arch), device));
     const int max_grid = norm_bwd_max_grid(plan, dev.sm_count, sm_resources(device));
     // sm_90+: the reduction is launched as a programmatic dependent of the main kernel, which hides
-    // the launch gap between them. TILEOPS_NORM_BWD_PDL=0 turns that off (experiments).
+    // the launch gap between them. TILEOPS_NORM_BWD_PDL=0 launches the reduction plainly (experiments;
+    // the main kernels still allow an early launch, which only a dependent launch uses).
     static const bool kDependentReduce = env_int("TILEOPS_NORM_BWD_PDL", 1, 0, 1) == 1;
     const bool dependent = kDependentReduce && dependent_launch_supported(dev);
     if (reduce)
