@@ -12,6 +12,22 @@
 
 namespace tileops {
 
+// One output vector: (x - mean) * rstd, times the weight, plus the bias (each when present), rounded
+// once to T. Shared by the register-resident and the staged LayerNorm kernels.
+template <bool HAS_WEIGHT, bool HAS_BIAS, typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> layer_norm_affine(const Vec<T, VEC>& v, const Vec<T, VEC>& wv,
+                                                         const Vec<T, VEC>& bv, float mean, float rstd) {
+  Vec<T, VEC> out;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    float f = (to_float(v.v[j]) - mean) * rstd;
+    if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+    if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
+    out.v[j] = from_float<T>(f);
+  }
+  return out;
+}
+
 template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool HAS_BIAS, bool CACHE, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPR * ROWS)
 layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -34,15 +50,7 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
   const V* br = reinterpret_cast<const V*>(b);
 
   auto emit = [&](int c, const V& v, const V& wv, const V& bv, float mean, float rstd) {
-    V out;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      float f = (to_float(v.v[j]) - mean) * rstd;
-      if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-      if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
-      out.v[j] = from_float<T>(f);
-    }
-    yr[c] = out;
+    yr[c] = layer_norm_affine<HAS_WEIGHT, HAS_BIAS>(v, wv, bv, mean, rstd);
   };
   auto load_w = [&](int c) {
     V v;

@@ -13,6 +13,7 @@
 #include "common/bulk_copy.cuh"
 #include "common/dtypes.cuh"
 #include "common/reduce.cuh"
+#include "norm/layer_norm_fwd.cuh"  // layer_norm_affine
 
 namespace tileops {
 
@@ -108,15 +109,7 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
         if constexpr (HAS_WEIGHT) wv = wr[c];
         if constexpr (HAS_BIAS) bv = br[c];
       }
-      V out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = (to_float(v.v[j]) - mean) * rstd;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        if constexpr (HAS_BIAS) f += to_float(bv.v[j]);
-        out.v[j] = from_float<T>(f);
-      }
-      yr[c] = out;
+      yr[c] = layer_norm_affine<HAS_WEIGHT, HAS_BIAS>(v, wv, bv, mean, rstd);
     });
   };
   bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, load_affine, normalise);
