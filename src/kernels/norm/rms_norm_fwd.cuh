@@ -18,6 +18,20 @@ namespace tileops {
 // The row element source: x, or T(x + residual) written back to residual_out. residual_in and
 // residual_out may alias (in place), so neither is __restrict__; each element is read, then written,
 // by the same thread.
+// One output vector: v * r, times the weight when present, rounded once to T. Shared by the register,
+// cluster and staged RMSNorm kernels.
+template <bool HAS_WEIGHT, typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> rms_norm_scale(const Vec<T, VEC>& v, const Vec<T, VEC>& wv, float r) {
+  Vec<T, VEC> out;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    float f = to_float(v.v[j]) * r;
+    if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+    out.v[j] = from_float<T>(f);
+  }
+  return out;
+}
+
 template <typename T, int VEC, bool ADD_RESIDUAL>
 struct RowSource {
   using V = Vec<T, VEC>;
@@ -96,6 +110,8 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
+        // Written out rather than through rms_norm_scale: the helper reorders this kernel's SASS
+        // (QK-norm's and decode's rows), which was measured as it is.
         V out;
         V wv;
         if constexpr (kPrefetchW) wv = wcache[i];
@@ -123,16 +139,9 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
     for (int c = kVecs - 1 - ((kVecs - 1 - t) % TPR + TPR) % TPR; c >= 0; c -= TPR) {
       if (!active) break;
       const V v = src.again(c);
-      V out;
       V wv;
       if constexpr (HAS_WEIGHT) wv = wr[c];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = to_float(v.v[j]) * r;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        out.v[j] = from_float<T>(f);
-      }
-      yr[c] = out;
+      yr[c] = rms_norm_scale<HAS_WEIGHT>(v, wv, r);
     }
   }
 }

@@ -71,14 +71,7 @@ __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD
       V wv;
       if constexpr (kPrefetchW) wv = wcache[i];
       else if constexpr (HAS_WEIGHT) wv = wr[c];
-      V out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = to_float(cache[i].v[j]) * rs;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        out.v[j] = from_float<T>(f);
-      }
-      yr[c] = out;
+      yr[c] = rms_norm_scale<HAS_WEIGHT>(cache[i], wv, rs);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "common/dtypes.cuh"
 #include "common/cluster.cuh"
 #include "common/reduce.cuh"
+#include "norm/rms_norm_fwd.cuh"  // rms_norm_scale
 
 namespace tileops {
 
@@ -102,14 +103,7 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
       V wv;
       if constexpr (kCacheW) wv = wcache[i];
       else if constexpr (HAS_WEIGHT) wv = wr[c];
-      V out;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        float f = to_float(v.v[j]) * rs;
-        if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
-        out.v[j] = from_float<T>(f);
-      }
-      yr[c] = out;
+      yr[c] = rms_norm_scale<HAS_WEIGHT>(v, wv, rs);
     });
   };
   bulk::walk_rows<kWalk, ADD_RESIDUAL>(stager, row0, kWalk ? rows : row0 + 1, gridDim.x, issue, load_weight,
