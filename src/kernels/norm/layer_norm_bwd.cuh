@@ -1,7 +1,8 @@
 // LayerNorm backward (LayerNormBwdOp), in float32, rounded once to T:
 //   mu = mean(x); r = rsqrt(mean((x - mu)^2) + eps) (biased variance); xh = (x - mu) * r; g = dy * w;
 //   dx = r * (g - mean(g) - xh * mean(g * xh)); dweight = sum over rows of dy * xh; dbias = sum of dy.
-// Mean and variance are two exact passes (the row is staged or re-read, never a one-pass E[x^2]).
+// Mean, variance and the two dx sums come from one merge of per-thread statistics, each centred on
+// its own mean (LnStats below; never a one-pass E[x^2]).
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW / DB: also leave this CTA's
 // partial rows in part_w / part_b [blockIdx.x][N] (norm_bwd_reduce sums them).
 // Host side: src/targets/nvrtc/norm_layer_norm_bwd.cpp; requires N % VEC == 0 and pointers aligned to
@@ -11,9 +12,94 @@
 #include "norm/norm_bwd_common.cuh"
 
 namespace tileops {
+namespace norm_bwd {
+
+// A row's statistics over some of its elements: count, mean, sum of squared deviations from that
+// mean, sum of g = dy * w, and sum of g * (x - mean). Merging two (Chan et al.) keeps every sum
+// centred on the mean of the elements it covers, so a row mean far from zero costs no precision
+// (unlike E[x^2] - mean^2), and the row needs one reduction instead of a mean pass and then a sums pass.
+struct LnStats {
+  float n, mu, m2, g, gx;
+};
+
+// An empty side (n = 0, every sum and mu 0) leaves the other side's values exactly as they are, so
+// no branch is needed; two empty sides give an empty result.
+__device__ __forceinline__ LnStats ln_merge(const LnStats& a, const LnStats& b) {
+  LnStats r;
+  r.n = a.n + b.n;
+  const float delta = b.mu - a.mu;
+  const float fb = b.n / fmaxf(r.n, 1.f);
+  r.mu = a.mu + delta * fb;
+  r.m2 = (a.m2 + b.m2) + delta * delta * (a.n * fb);
+  r.gx = (a.gx + b.gx) + ((a.mu - r.mu) * a.g + (b.mu - r.mu) * b.g);
+  r.g = a.g + b.g;
+  return r;
+}
+
+// Two sides of the same count (the tree below under EQUAL): the halves' weights are 1/2 each.
+__device__ __forceinline__ LnStats ln_merge_halves(const LnStats& a, const LnStats& b) {
+  const float half_delta = 0.5f * (b.mu - a.mu);
+  LnStats r;
+  r.n = a.n + b.n;
+  r.mu = a.mu + half_delta;
+  r.m2 = (a.m2 + b.m2) + 2.f * a.n * half_delta * half_delta;
+  r.g = a.g + b.g;
+  r.gx = (a.gx + b.gx) + half_delta * (b.g - a.g);
+  return r;
+}
+
+// EQUAL: every thread of the group covers the same number of elements (s.n, the same in all), so the
+// counts are not exchanged (the compiler folds them: fewer registers in the merge).
+template <bool EQUAL>
+__device__ __forceinline__ LnStats ln_shfl_down(const LnStats& s, int offset, int width) {
+  return LnStats{EQUAL ? s.n : __shfl_down_sync(0xffffffffu, s.n, offset, width),
+                 __shfl_down_sync(0xffffffffu, s.mu, offset, width), __shfl_down_sync(0xffffffffu, s.m2, offset, width),
+                 __shfl_down_sync(0xffffffffu, s.g, offset, width), __shfl_down_sync(0xffffffffu, s.gx, offset, width)};
+}
+
+// Merges the TPR threads' statistics of one row group in a fixed tree (so bitwise the same run to
+// run) and gives every thread of the group the result. TPR > 32: `scratch` holds 5 * TPR / 32 floats
+// for this group, not reused before the next __syncthreads; every thread of the CTA must call this.
+template <int TPR, bool EQUAL>
+__device__ __forceinline__ LnStats ln_group_stats(LnStats s, float* scratch) {
+  constexpr int kWidth = TPR < 32 ? TPR : 32;
+#pragma unroll
+  for (int offset = kWidth / 2; offset > 0; offset /= 2) {
+    const LnStats o = ln_shfl_down<EQUAL>(s, offset, kWidth);
+    s = EQUAL ? ln_merge_halves(s, o) : ln_merge(s, o);
+  }
+  if constexpr (TPR <= 32) {
+    // Lane 0 of each group's segment holds the group's statistics.
+    return LnStats{EQUAL ? s.n : __shfl_sync(0xffffffffu, s.n, 0, kWidth), __shfl_sync(0xffffffffu, s.mu, 0, kWidth),
+                   __shfl_sync(0xffffffffu, s.m2, 0, kWidth), __shfl_sync(0xffffffffu, s.g, 0, kWidth),
+                   __shfl_sync(0xffffffffu, s.gx, 0, kWidth)};
+  } else {
+    constexpr int kWarps = TPR / 32;
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % TPR) / 32;
+    if (lane == 0) {
+      scratch[0 * kWarps + warp] = s.n;
+      scratch[1 * kWarps + warp] = s.mu;
+      scratch[2 * kWarps + warp] = s.m2;
+      scratch[3 * kWarps + warp] = s.g;
+      scratch[4 * kWarps + warp] = s.gx;
+    }
+    __syncthreads();
+    auto at = [&](int w) {
+      return LnStats{EQUAL ? s.n : scratch[w], scratch[kWarps + w], scratch[2 * kWarps + w], scratch[3 * kWarps + w],
+                     scratch[4 * kWarps + w]};
+    };
+    LnStats r = at(0);
+    // One warp's values at a time: unrolled, the loads were hoisted (spills at 128 registers, f16).
+#pragma unroll 1
+    for (int w = 1; w < kWarps; ++w) r = ln_merge(r, at(w));
+    return r;
+  }
+}
+
+}  // namespace norm_bwd
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool DB, bool SMEM,
-          bool ACC_REG, unsigned EPS_BITS>
+          bool ACC_REG, bool MERGE, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
                float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
@@ -24,13 +110,14 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   constexpr int kPer = (kVecs + TPR - 1) / TPR;
   constexpr int kWarps = TPR > 32 ? TPR / 32 : 1;
   constexpr bool kUnroll = ACC_REG;
+  constexpr bool kEqual = kVecs % TPR == 0;
   static_assert(ACC_REG || ROWS == 1, "workspace partials are owned by one row group per CTA");
   allow_dependent_launch();  // the dweight reduction may be scheduled (it waits for this grid)
 
-  // Two reductions a row, each with its own buffer: a buffer is rewritten only after the other
-  // reduction's barrier, which every thread reaches after reading it.
-  __shared__ float scratch_mean[TPR > 32 ? ROWS : 1][kWarps];
-  __shared__ float scratch_sums[TPR > 32 ? ROWS : 1][3 * kWarps];
+  // MERGE: one merge a row; otherwise two reductions a row, in separate parts of the buffer.
+  // Buffers alternate by row parity: one is rewritten only after the next row's barrier, which every
+  // thread reaches after reading it.
+  __shared__ float scratch[2][TPR > 32 ? ROWS : 1][TPR > 32 ? 5 * kWarps : 1];
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int t = threadIdx.x % TPR;
@@ -43,9 +130,13 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   const Source src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
                    smem_base + grp * 2 * kVecs * Source::kVB, rows};
   if constexpr (SMEM && HAS_WEIGHT) {
-    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { store_shared(wsm + c * Source::kVB, wg[c]); });
-    __syncthreads();
+    // The weight is read by every row: one shared copy. Its asynchronous copies (group 0's threads)
+    // are a commit group of their own, ahead of the first row's, so both are in flight together; the
+    // first iteration waits for both and synchronises before any thread reads the weight.
+    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
+    copy_async_commit();
   }
+  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
   auto weight = [&](int c) -> V {
     if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
     else return wg[c];
@@ -69,49 +160,92 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   bool first = true;  // workspace partials: this CTA's first row stores, later rows add
 
   const long long step = static_cast<long long>(gridDim.x) * ROWS;
-  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
-  int k = 0;
-  for (long long base = static_cast<long long>(blockIdx.x) * ROWS; base < rows; base += step, ++k) {
+  // The row group follows from the iteration k (one loop-carried register fewer than a running 64-bit
+  // row: at 128 registers that was a spill). k < 2^31: more iterations would need over 2^31 * G rows.
+  const long long first_row = static_cast<long long>(blockIdx.x) * ROWS;
+  for (int k = 0; first_row + k * step < rows; ++k) {
+    const long long base = first_row + k * step;
     const long long r = base + grp;
     const bool active = r < rows;
     const int s = k & 1;
     if constexpr (SMEM) {
       src.template prefetch<kUnroll>(r + step, s ^ 1, t);
       copy_async_wait<1>();
+      if constexpr (HAS_WEIGHT) {
+        if (k == 0) __syncthreads();  // the weight's shared copy is complete
+      }
     }
-    float sum_x[1] = {0.f};
-    if (active) {
-      for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-        const V xv = src.load_x(r, s, c);
+    float mean, rs, mean_g, coef;  // coef: xh * mean(g * xh) = (x - mu) * coef
+    if constexpr (MERGE) {
+      // This thread's elements: their mean, then sums about it; one merge over the group gives the row's.
+      // Rows of whole vectors a thread (kEqual): the same count in every thread, a constant. An inactive
+      // group merges empty-valued statistics (all sums 0) that nothing reads.
+      LnStats st{kEqual ? static_cast<float>(kPer * VEC) : 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (active) {
+        float sum_x = 0.f;
+        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+          const V xv = src.load_x(r, s, c);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) sum_x[0] += to_float(xv.v[j]);
-      });
-    }
-    group_sum<TPR, 1>(sum_x, &scratch_mean[sg][0]);
-    const float mean = sum_x[0] / N;
-
-    float sums[3] = {0.f, 0.f, 0.f};  // sum (x - mu)^2, sum g, sum g * (x - mu)
-    if (active) {
-      for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-        const V xv = src.load_x(r, s, c);
-        const V gv = src.load_dy(r, s, c);
-        V wv;
-        if constexpr (HAS_WEIGHT) wv = weight(c);
+          for (int j = 0; j < VEC; ++j) sum_x += to_float(xv.v[j]);
+          if constexpr (!kEqual) st.n += VEC;
+        });
+        st.mu = st.n > 0.f ? sum_x / st.n : 0.f;
+        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+          const V xv = src.load_x(r, s, c);
+          const V gv = src.load_dy(r, s, c);
+          V wv;
+          if constexpr (HAS_WEIGHT) wv = weight(c);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float d = to_float(xv.v[j]) - mean;
-          float gf = to_float(gv.v[j]);
-          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
-          sums[0] += d * d;
-          sums[1] += gf;
-          sums[2] += gf * d;
-        }
-      });
+          for (int j = 0; j < VEC; ++j) {
+            const float d = to_float(xv.v[j]) - st.mu;
+            float gf = to_float(gv.v[j]);
+            if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+            st.m2 += d * d;
+            st.g += gf;
+            st.gx += gf * d;
+          }
+        });
+      }
+      st = ln_group_stats<TPR, kEqual>(st, &scratch[s][sg][0]);
+      mean = st.mu;
+      rs = rsqrtf(st.m2 / N + __uint_as_float(EPS_BITS));
+      mean_g = st.g / N;
+      coef = rs * rs * (st.gx / N);  // xh * mean(g * xh) = (x - mu) * coef
+    } else {
+      // Two reductions: the mean, then the sums about it.
+      float sum_x[1] = {0.f};
+      if (active) {
+        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+          const V xv = src.load_x(r, s, c);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) sum_x[0] += to_float(xv.v[j]);
+        });
+      }
+      group_sum<TPR, 1>(sum_x, &scratch[s][sg][0]);
+      mean = sum_x[0] / N;
+      float sums[3] = {0.f, 0.f, 0.f};  // sum (x - mu)^2, sum g, sum g * (x - mu)
+      if (active) {
+        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+          const V xv = src.load_x(r, s, c);
+          const V gv = src.load_dy(r, s, c);
+          V wv;
+          if constexpr (HAS_WEIGHT) wv = weight(c);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const float d = to_float(xv.v[j]) - mean;
+            float gf = to_float(gv.v[j]);
+            if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+            sums[0] += d * d;
+            sums[1] += gf;
+            sums[2] += gf * d;
+          }
+        });
+      }
+      group_sum<TPR, 3>(sums, &scratch[s][sg][kWarps]);
+      rs = rsqrtf(sums[0] / N + __uint_as_float(EPS_BITS));
+      mean_g = sums[1] / N;
+      coef = rs * rs * (sums[2] / N);
     }
-    group_sum<TPR, 3>(sums, &scratch_sums[sg][0]);
-    const float rs = rsqrtf(sums[0] / N + __uint_as_float(EPS_BITS));
-    const float mean_g = sums[1] / N;
-    const float coef = rs * rs * (sums[2] / N);  // xh * mean(g * xh) = (x - mu) * coef
 
     if (active) {
       V* dxr = reinterpret_cast<V*>(dx) + r * kVecs;
@@ -160,11 +294,12 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
     }
     first = false;
   }
+  // Nothing left in flight (a CTA without rows would still be copying the weight).
+  if constexpr (SMEM) copy_async_wait<0>();
 
   if constexpr (DW || DB) {
     if constexpr (ACC_REG) {
       if constexpr (ROWS > 1) {
-        copy_async_wait<0>();
         __syncthreads();  // the stages become the combine buffer
       }
       float* comb = reinterpret_cast<float*>(smem);

@@ -41,10 +41,13 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
   const Source src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
                    smem_base + grp * 2 * kVecs * Source::kVB, rows};
   if constexpr (SMEM && HAS_WEIGHT) {
-    // The weight is read by every row: one shared copy, loaded once.
-    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { store_shared(wsm + c * Source::kVB, wg[c]); });
-    __syncthreads();
+    // The weight is read by every row: one shared copy. Its asynchronous copies (group 0's threads)
+    // are a commit group of their own, ahead of the first row's, so both are in flight together; the
+    // first iteration waits for both and synchronises before any thread reads the weight.
+    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
+    copy_async_commit();
   }
+  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
   auto weight = [&](int c) -> V {
     if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
     else return wg[c];
@@ -60,7 +63,6 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
   bool first = true;  // workspace partials: this CTA's first row stores, later rows add
 
   const long long step = static_cast<long long>(gridDim.x) * ROWS;
-  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
   int k = 0;
   // base is uniform over the CTA: every thread runs the same iterations (barriers, full-warp shuffles);
   // a group past the last row only takes part in the reductions.
@@ -71,6 +73,9 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
     if constexpr (SMEM) {
       src.template prefetch<kUnroll>(r + step, s ^ 1, t);
       copy_async_wait<1>();  // this row's copies (the group committed one iteration ago) have landed
+      if constexpr (HAS_WEIGHT) {
+        if (k == 0) __syncthreads();  // the weight's shared copy is complete
+      }
     }
     float sums[2] = {0.f, 0.f};  // sum x^2, sum g * x
     if (active) {
@@ -124,11 +129,12 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
     }
     first = false;
   }
+  // Nothing left in flight (a CTA without rows would still be copying the weight).
+  if constexpr (SMEM) copy_async_wait<0>();
 
   if constexpr (DW) {
     if constexpr (ACC_REG) {
       if constexpr (ROWS > 1) {
-        copy_async_wait<0>();
         __syncthreads();  // the stages become the combine buffer
       }
       store_partials<N, VEC, TPR, ROWS, kPer>(acc, part_w + static_cast<long long>(blockIdx.x) * N,
