@@ -214,6 +214,28 @@ TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
   EXPECT_LE(int64_t{g} * (1 << 20) * 4 * 2, tileops::nvrtc::kNormBwdWorkspaceBudget);
 }
 
+TEST(NormBwdPlan, ShortLayerNormCallsRunOneCtaAnSm) {
+  using tileops::nvrtc::norm_bwd_grid;
+  // LayerNorm, 2 row groups a CTA, 2 CTAs an SM on 132 SMs: a full grid of 264.
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  ASSERT_EQ(ln.rows, 2);
+  const int full = 264;
+  EXPECT_EQ(norm_bwd_grid(ln, 2048, full, 132), 132);        // 1024 groups: 3.9 a CTA of the full grid
+  EXPECT_EQ(norm_bwd_grid(ln, 2 * 8 * full, full, 132), 132);  // 8 a CTA: still short
+  EXPECT_EQ(norm_bwd_grid(ln, 2 * 8 * full + 2, full, 132), full);  // longer walks keep the full grid
+  EXPECT_EQ(norm_bwd_grid(ln, 16384, full, 132), full);
+  EXPECT_EQ(norm_bwd_grid(ln, 100, full, 132), 50);           // never more CTAs than row groups
+  EXPECT_EQ(norm_bwd_grid(ln, 0, full, 132), 0);
+  // dx alone has no partial rows to reduce: the full grid.
+  const auto ln_dx = plan_norm_bwd(c10::kBFloat16, 4096, true, true, false, false, 1e-5f, 8);
+  EXPECT_EQ(norm_bwd_grid(ln_dx, 2048, full, 132), full);
+  // RMSNorm: min(max_grid, groups), whatever the row count.
+  const auto rms = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, FLT_EPSILON, 8);
+  EXPECT_EQ(norm_bwd_grid(rms, int64_t{rms.rows} * 1000, full, 132), full);
+  // A workspace-capped grid below the SM count stays capped.
+  EXPECT_EQ(norm_bwd_grid(ln, 2048, 40, 132), 40);
+}
+
 TEST(NormBwdPlan, NameCarriesTheIdentity) {
   const auto a = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
   const auto b = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, FLT_EPSILON, 8);

@@ -3,7 +3,8 @@
 // norm_bwd_common.cuh (design notes there).
 //
 // A call: dx and the per-CTA partial rows of dweight/dbias from one persistent launch of G CTAs
-// (G = min(SMs x the plan's grid_per_sm, row groups of the call); fixed per build, device and row
+// (G = norm_bwd_grid: min(SMs x the plan's grid_per_sm, row groups of the call), one CTA an SM for
+// short LayerNorm calls; fixed per build, device and row
 // count, so the summation order is too), then, when a weight gradient is wanted, norm_bwd_reduce
 // sums the G partial rows per column in a fixed order (on sm_90+ a programmatic dependent launch of
 // the main kernel, which hides the launch gap between the two). The workspace [G, N] (x2 for dweight and
@@ -60,12 +61,13 @@ SmResources sm_resources(int device) {
 class NormBwdKernel final : public Kernel {
  public:
   NormBwdKernel(LoadedKernel main, std::unique_ptr<LoadedKernel> reduce, NormBwdPlan p, NormBwdSlots s, int max_grid,
-                bool dependent_reduce)
+                int sm_count, bool dependent_reduce)
       : main_(std::move(main)),
         reduce_(std::move(reduce)),
         p_(p),
         s_(s),
         max_grid_(max_grid),
+        sm_count_(sm_count),
         dependent_reduce_(dependent_reduce) {}
 
   void launch(const OpCall& call) const override {
@@ -75,8 +77,7 @@ class NormBwdKernel final : public Kernel {
     const void* w = p_.has_weight ? call.inputs[s_.weight].const_data_ptr() : nullptr;
     void* dx = call.outputs[s_.dx].mutable_data_ptr();
     long long rows = dy_t.numel() / p_.n;
-    const long long groups = (rows + p_.rows - 1) / p_.rows;
-    const long long grid = std::min<long long>(max_grid_, groups);
+    const long long grid = norm_bwd_grid(p_, rows, max_grid_, sm_count_);
     // Per-CTA partial rows: [grid, n] for dweight, then [grid, n] for dbias. M = 0 gives grid = 0:
     // the main kernel is skipped and the reduction writes zeros (the gradient of no rows).
     at::Tensor ws;
@@ -115,6 +116,7 @@ class NormBwdKernel final : public Kernel {
   NormBwdPlan p_;
   NormBwdSlots s_;
   int max_grid_;
+  int sm_count_;
   bool dependent_reduce_;  // the reduction is a programmatic dependent launch (sm_90+)
 };
 
@@ -217,6 +219,21 @@ int norm_bwd_max_grid(const NormBwdPlan& p, int sm_count, const SmResources& sm)
   return static_cast<int>(g);
 }
 
+int64_t norm_bwd_grid(const NormBwdPlan& p, int64_t rows, int max_grid, int sm_count) {
+  const int64_t groups = (rows + p.rows - 1) / p.rows;
+  int64_t grid = std::min<int64_t>(max_grid, groups);
+  // LayerNorm calls of few row groups a CTA (<= kFewWalks on the full grid) run one CTA an SM: half
+  // the partial rows of dweight and dbias to reduce, which costs more than a second CTA an SM gains
+  // over so short a walk. H200, bf16 (docs/PERF.md, session 7): 2048x4096 23.3 -> 21.6 us, 2048x8192
+  // 43.4 -> 42.0; 16384x4096 (31 groups a CTA) got slower at one an SM (110.7 -> 118.5) and 4096x16384
+  // (15.5) no faster, so they keep the full grid. Not under TILEOPS_NORM_BWD_BLOCKS_PER_SM (experiments).
+  constexpr int64_t kFewWalks = 8;
+  static const bool kGridKnob = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32) > 0;
+  if (p.layer && (p.dw || p.db) && !kGridKnob && groups <= kFewWalks * max_grid)
+    grid = std::min<int64_t>(grid, std::max(1, sm_count));
+  return grid;
+}
+
 std::string norm_bwd_name(const NormBwdPlan& p, const std::string& arch) {
   return std::string(p.layer ? "layer_norm_bwd__" : "rms_norm_bwd__") + short_type_name(p.dtype) + "__n" +
          std::to_string(p.n) + "__v" + std::to_string(p.vec) + "_t" + std::to_string(p.tpr) + "_r" +
@@ -290,7 +307,8 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     const bool dependent = kDependentReduce && dependent_launch_supported(dev);
     if (reduce)
       log::debug("tileops: " + reduce->name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
-    return std::make_shared<NormBwdKernel>(std::move(main), std::move(reduce), plan, slots, max_grid, dependent);
+    return std::make_shared<NormBwdKernel>(std::move(main), std::move(reduce), plan, slots, max_grid, dev.sm_count,
+                                           dependent);
   };
   b.describe = [slots](const BuildKey& key) {
     const std::string grads = std::string((key.words[4] & 1) ? "dweight" : "") +

@@ -58,6 +58,10 @@ int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm);
 // The persistent grid's size for a device (before capping by the number of row groups of a call):
 // fixed per build and device, so the order in which partials are summed never changes.
 int norm_bwd_max_grid(const NormBwdPlan& p, int sm_count, const SmResources& sm);
+// The launch grid of a call of `rows` rows: at most max_grid CTAs and one a row group; fewer for
+// short LayerNorm calls (one CTA an SM; see the definition). Fixed by plan, device and rows, so the
+// order of the dweight/dbias sums is too.
+int64_t norm_bwd_grid(const NormBwdPlan& p, int64_t rows, int max_grid, int sm_count);
 
 // Where an op keeps the tensors and params (indices into OpCall); dbias = -1 for RMSNorm.
 struct NormBwdSlots {
