@@ -9,7 +9,7 @@ planner knobs in the environment, read once per process, so run one process per 
       are staged; a huge value turns staging off), TILEOPS_STAGED_ROW_VPT, TILEOPS_STAGED_WALK=1 (persistent
       CTAs walking rows; TILEOPS_STAGED_WALK_CTAS_PER_SM caps them), TILEOPS_LN_ONE_PASS and
       TILEOPS_LN_CACHE_AFFINE (LayerNorm's staged statistics and weight/bias); --softmax: the softmax rows alone;
-  --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]) under TILEOPS_NORM_BWD_* knobs and TILEOPS_LN_BWD_MERGE (0: LayerNorm row statistics by two reductions), beside a
+  --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]) under TILEOPS_NORM_BWD_* knobs, beside a
       copy of the op's 3*M*N elements.
     for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
 """

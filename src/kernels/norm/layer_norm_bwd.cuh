@@ -99,7 +99,7 @@ __device__ __forceinline__ LnStats ln_group_stats(LnStats s, float* scratch) {
 }  // namespace norm_bwd
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool DB, bool SMEM,
-          bool ACC_REG, bool MERGE, unsigned EPS_BITS>
+          bool ACC_REG, unsigned EPS_BITS>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
                float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
@@ -114,9 +114,8 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   static_assert(ACC_REG || ROWS == 1, "workspace partials are owned by one row group per CTA");
   allow_dependent_launch();  // the dweight reduction may be scheduled (it waits for this grid)
 
-  // MERGE: one merge a row; otherwise two reductions a row, in separate parts of the buffer.
-  // Buffers alternate by row parity: one is rewritten only after the next row's barrier, which every
-  // thread reaches after reading it.
+  // One merge a row, alternating buffers by row parity: a buffer is rewritten only after the next
+  // row's barrier, which every thread reaches after reading it.
   __shared__ float scratch[2][TPR > 32 ? ROWS : 1][TPR > 32 ? 5 * kWarps : 1];
   extern __shared__ __align__(16) unsigned char smem[];
 
@@ -175,77 +174,40 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
         if (k == 0) __syncthreads();  // the weight's shared copy is complete
       }
     }
-    float mean, rs, mean_g, coef;  // coef: xh * mean(g * xh) = (x - mu) * coef
-    if constexpr (MERGE) {
-      // This thread's elements: their mean, then sums about it; one merge over the group gives the row's.
-      // Rows of whole vectors a thread (kEqual): the same count in every thread, a constant. An inactive
-      // group merges empty-valued statistics (all sums 0) that nothing reads.
-      LnStats st{kEqual ? static_cast<float>(kPer * VEC) : 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (active) {
-        float sum_x = 0.f;
-        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-          const V xv = src.load_x(r, s, c);
+    // This thread's elements: their mean, then sums about it; one merge over the group gives the row's.
+    // Rows of whole vectors a thread (kEqual): the same count in every thread, a constant. An inactive
+    // group merges empty-valued statistics (all sums 0) that nothing reads.
+    LnStats st{kEqual ? static_cast<float>(kPer * VEC) : 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (active) {
+      float sum_x = 0.f;
+      for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+        const V xv = src.load_x(r, s, c);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) sum_x += to_float(xv.v[j]);
-          if constexpr (!kEqual) st.n += VEC;
-        });
-        st.mu = st.n > 0.f ? sum_x / st.n : 0.f;
-        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-          const V xv = src.load_x(r, s, c);
-          const V gv = src.load_dy(r, s, c);
-          V wv;
-          if constexpr (HAS_WEIGHT) wv = weight(c);
+        for (int j = 0; j < VEC; ++j) sum_x += to_float(xv.v[j]);
+        if constexpr (!kEqual) st.n += VEC;
+      });
+      st.mu = st.n > 0.f ? sum_x / st.n : 0.f;
+      for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
+        const V xv = src.load_x(r, s, c);
+        const V gv = src.load_dy(r, s, c);
+        V wv;
+        if constexpr (HAS_WEIGHT) wv = weight(c);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            const float d = to_float(xv.v[j]) - st.mu;
-            float gf = to_float(gv.v[j]);
-            if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
-            st.m2 += d * d;
-            st.g += gf;
-            st.gx += gf * d;
-          }
-        });
-      }
-      st = ln_group_stats<TPR, kEqual>(st, &scratch[s][sg][0]);
-      mean = st.mu;
-      rs = rsqrtf(st.m2 / N + __uint_as_float(EPS_BITS));
-      mean_g = st.g / N;
-      coef = rs * rs * (st.gx / N);  // xh * mean(g * xh) = (x - mu) * coef
-    } else {
-      // Two reductions: the mean, then the sums about it.
-      float sum_x[1] = {0.f};
-      if (active) {
-        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-          const V xv = src.load_x(r, s, c);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) sum_x[0] += to_float(xv.v[j]);
-        });
-      }
-      group_sum<TPR, 1>(sum_x, &scratch[s][sg][0]);
-      mean = sum_x[0] / N;
-      float sums[3] = {0.f, 0.f, 0.f};  // sum (x - mu)^2, sum g, sum g * (x - mu)
-      if (active) {
-        for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
-          const V xv = src.load_x(r, s, c);
-          const V gv = src.load_dy(r, s, c);
-          V wv;
-          if constexpr (HAS_WEIGHT) wv = weight(c);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            const float d = to_float(xv.v[j]) - mean;
-            float gf = to_float(gv.v[j]);
-            if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
-            sums[0] += d * d;
-            sums[1] += gf;
-            sums[2] += gf * d;
-          }
-        });
-      }
-      group_sum<TPR, 3>(sums, &scratch[s][sg][kWarps]);
-      rs = rsqrtf(sums[0] / N + __uint_as_float(EPS_BITS));
-      mean_g = sums[1] / N;
-      coef = rs * rs * (sums[2] / N);
+        for (int j = 0; j < VEC; ++j) {
+          const float d = to_float(xv.v[j]) - st.mu;
+          float gf = to_float(gv.v[j]);
+          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+          st.m2 += d * d;
+          st.g += gf;
+          st.gx += gf * d;
+        }
+      });
     }
+    st = ln_group_stats<TPR, kEqual>(st, &scratch[s][sg][0]);
+    const float mean = st.mu;
+    const float rs = rsqrtf(st.m2 / N + __uint_as_float(EPS_BITS));
+    const float mean_g = st.g / N;
+    const float coef = rs * rs * (st.gx / N);  // xh * mean(g * xh) = (x - mu) * coef
 
     if (active) {
       V* dxr = reinterpret_cast<V*>(dx) + r * kVecs;

@@ -133,10 +133,6 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   p.dw = dw;
   p.db = layer && db;
   p.eps_bits = float_bits(eps);
-  // LayerNorm row statistics: one merge of per-thread statistics (layer_norm_bwd.cuh) or the mean and
-  // then the sums about it, two reductions (TILEOPS_LN_BWD_MERGE=0, experiments).
-  static const bool kMerge = env_int("TILEOPS_LN_BWD_MERGE", 1, 0, 1) == 1;
-  p.merge_stats = layer && kMerge;
   const int elem = static_cast<int>(c10::elementSize(dtype));
   p.vec = row_access_width(dtype, n, max_vec);
   const int64_t vecs = n / p.vec;
@@ -239,7 +235,7 @@ std::string norm_bwd_name(const NormBwdPlan& p, const std::string& arch) {
          std::to_string(p.n) + "__v" + std::to_string(p.vec) + "_t" + std::to_string(p.tpr) + "_r" +
          std::to_string(p.rows) + "_b" + std::to_string(p.min_blocks) + (p.has_weight ? "_w" : "_nw") +
          (p.dw ? "_dw" : "") + (p.db ? "_db" : "") + (p.smem ? "_smem" : "_gmem") + (p.acc_reg ? "_reg" : "_ws") +
-         (p.layer && !p.merge_stats ? "_twopass" : "") + "__eps" + std::to_string(p.eps_bits) + "__" + arch;
+         "__eps" + std::to_string(p.eps_bits) + "__" + arch;
 }
 
 jit::KernelSource norm_bwd_source(const NormBwdPlan& p, const std::string& arch) {
@@ -249,9 +245,7 @@ jit::KernelSource norm_bwd_source(const NormBwdPlan& p, const std::string& arch)
                      std::to_string(p.tpr) + ", " + std::to_string(p.rows) + ", " + std::to_string(p.min_blocks) +
                      ", " + b(p.has_weight) + ", " + b(p.dw) + ", ";
   if (p.layer) expr += std::string(b(p.db)) + ", ";
-  expr += std::string(b(p.smem)) + ", " + b(p.acc_reg) + ", ";
-  if (p.layer) expr += std::string(b(p.merge_stats)) + ", ";
-  expr += std::to_string(p.eps_bits) + "u>";
+  expr += std::string(b(p.smem)) + ", " + b(p.acc_reg) + ", " + std::to_string(p.eps_bits) + "u>";
   return make_source(norm_bwd_name(p, arch), p.layer ? "norm/layer_norm_bwd.cuh" : "norm/rms_norm_bwd.cuh", expr,
                      arch);
 }

@@ -31,7 +31,6 @@ struct NormBwdPlan {
   bool dw, db;       // dweight / dbias wanted (db: LayerNorm only)
   bool smem;         // rows staged in shared memory one row ahead (cp.async)
   bool acc_reg;      // per-column partials in registers (else in the CTA's workspace row)
-  bool merge_stats;  // LayerNorm: row statistics from one merge of per-thread ones (else two reductions)
   uint32_t eps_bits; // float32 eps, bit pattern
   int smem_bytes;    // dynamic shared memory per CTA
   int threads() const { return tpr * rows; }
