@@ -250,15 +250,15 @@ __device__ __forceinline__ void store_partials(const FVec<VEC> (&acc)[PER], floa
 
 }  // namespace norm_bwd
 
-// Sums the workspace rows part[0 .. parts-1][n] per column, in a fixed order (warp w takes rows w,
-// w + kReduceWarps, ... sequentially, then the warps' sums in warp order), and rounds once to T.
-// parts == 0 (no rows) writes zeros. Grid: ceil(n / 32) CTAs of 32 * kReduceWarps threads; lane =
-// column. 32 warps, not 8: with one CTA per 32 columns the loads in flight per SM bound this kernel
+// Sums the workspace rows part[0 .. parts-1][n] per column, in a fixed order (warp w adds rows w,
+// w + kReduceWarps, ... in turn, then the warps' sums are added in warp order), and rounds once to T.
+// parts == 0 (no rows) writes zeros. Grid: ceil(n / 32) CTAs of 32 * kReduceWarps threads, two an SM
+// (registers capped at 32); lane = column. 32 warps, not 8: with one CTA per 32 columns the loads in flight per SM bound this kernel
 // (ncu: 6.2 us of 107 for 16384x4096 at 8 warps, long-scoreboard stalls; docs/PERF.md).
 constexpr int kReduceWarps = 32;
 
 template <typename T, bool DW, bool DB>
-__global__ void __launch_bounds__(32 * kReduceWarps)
+__global__ void __launch_bounds__(32 * kReduceWarps, 2)
 norm_bwd_reduce(const float* __restrict__ part_w, const float* __restrict__ part_b, T* __restrict__ dweight,
                 T* __restrict__ dbias, int parts, int n) {
   __shared__ float sw[DW ? kReduceWarps : 1][32];
@@ -269,11 +269,25 @@ norm_bwd_reduce(const float* __restrict__ part_w, const float* __restrict__ part
   const int col = blockIdx.x * 32 + lane;
   float aw = 0.f, ab = 0.f;
   if (col < n) {
-#pragma unroll 4
-    for (int p = warp; p < parts; p += kReduceWarps) {
-      const long long at = static_cast<long long>(p) * n + col;
-      if constexpr (DW) aw += part_w[at];
-      if constexpr (DB) ab += part_b[at];
+    // The rows of a warp are loaded kBatch at a time, all in flight together (a grid of 132 CTAs
+    // leaves 4-5 rows a warp: one round trip to L2, where a loop unrolled by 4 made two), and then
+    // added in row order; a missing row adds +0, which changes no sum. Both gradients: 4 a batch,
+    // within the 32 registers that keep two CTAs an SM (wide rows have 2 waves of these CTAs).
+    constexpr int kBatch = DW && DB ? 4 : 8;
+    for (int p0 = warp; p0 < parts; p0 += kBatch * kReduceWarps) {
+      float vw[kBatch], vb[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int p = p0 + b * kReduceWarps;
+        const long long at = static_cast<long long>(p) * n + col;
+        if constexpr (DW) vw[b] = p < parts ? part_w[at] : 0.f;
+        if constexpr (DB) vb[b] = p < parts ? part_b[at] : 0.f;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if constexpr (DW) aw += vw[b];
+        if constexpr (DB) ab += vb[b];
+      }
     }
   }
   if constexpr (DW) sw[warp][lane] = aw;
