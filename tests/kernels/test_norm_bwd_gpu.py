@@ -221,11 +221,13 @@ def test_layer_norm_non_contiguous_misaligned_and_eps(dtype):
 # counts; 65536: statistics merged across the warps of a wide group; 262144: workspace partials.
 @pytest.mark.parametrize("n", [4096, 1000, 4095, 65536, 262144])
 def test_layer_norm_mean_far_from_zero_keeps_float32_precision(n):
-    """Rows with mean ~30 and std ~2 in float32: the row statistics are merged from per-thread sums
-    centred on each thread's own mean. A one-pass E[x^2] - mean^2 loses about 1e-3 of the variance
-    here, which the float32 tolerance (1e-5) rejects."""
+    """Rows of mean ~30 and std ~0.1 in float32: the row statistics are merged from per-thread sums
+    centred on each thread's own mean. Simulated in float32 (numpy, this kernel's order of
+    operations): the merge leaves ~1e-6 relative error in dx, a one-pass E[x^2] - mean^2 ~1e-2; the
+    float32 tolerance is 1e-5. (At std 2, the first version of this test, a one-pass variance could
+    pass.)"""
     dy, x, w = inputs(64, n, torch.float32)
-    x = x + 30
+    x = x * 0.05 + 30
     ref_dx, ref_dw, ref_db = ln_ref(dy, x, w, [n])
     poison()
     dx, dw, db = LN(dy, x, w, [n])

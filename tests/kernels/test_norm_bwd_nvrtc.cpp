@@ -205,13 +205,27 @@ TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
   EXPECT_EQ(plan_norm_bwd(c10::kFloat, 2048, false, true, true, false, FLT_EPSILON, 4).grid_per_sm, 1);  // 8 KB
   // Shared memory bounds the CTAs a SM holds.
   const SmResources small{2048, 32, 100 * 1024, 1024};
-  EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small) * (ln.smem_bytes + 1024), 100 * 1024);
+  EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small) * (ln.smem_bytes + tileops::nvrtc::kNormBwdStaticSmem),
+            100 * 1024);
   EXPECT_LT(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small), per_sm);
   // Very long rows: the workspace [grid, n] stays within its budget.
   const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
   const int g = tileops::nvrtc::norm_bwd_max_grid(huge, 132, h200);
   EXPECT_GE(g, 1);
   EXPECT_LE(int64_t{g} * (1 << 20) * 4 * 2, tileops::nvrtc::kNormBwdWorkspaceBudget);
+}
+
+TEST(NormBwdPlan, StagesLeaveRoomForTheStaticScratch) {
+  // 99 KB opt-in (sm_86/89/120): LayerNorm rows of ~10K 2-byte elements at 2-byte accesses stage
+  // ~100 KB with 1024 threads a row, whose static scratch is 1280 bytes (2 x 5 x 32 floats).
+  const int optin = 99 * 1024;
+  for (int64_t n : {10010, 10022, 10034}) {
+    const auto p = plan_norm_bwd(c10::kBFloat16, n, true, true, true, true, 1e-5f, 2,
+                                 tileops::nvrtc::norm_bwd_smem_budget(optin));
+    SCOPED_TRACE(n);
+    EXPECT_LE(p.smem_bytes + 2 * 5 * (p.tpr / 32) * 4, optin);
+  }
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_smem_budget(227 * 1024), tileops::nvrtc::kNormBwdSmemBudget);  // H200
 }
 
 TEST(NormBwdPlan, ShortLayerNormCallsRunOneCtaAnSm) {
@@ -232,8 +246,8 @@ TEST(NormBwdPlan, ShortLayerNormCallsRunOneCtaAnSm) {
   // RMSNorm: min(max_grid, groups), whatever the row count.
   const auto rms = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, FLT_EPSILON, 8);
   EXPECT_EQ(norm_bwd_grid(rms, int64_t{rms.rows} * 1000, full, 132), full);
-  // A workspace-capped grid below the SM count stays capped.
-  EXPECT_EQ(norm_bwd_grid(ln, 2048, 40, 132), 40);
+  // A workspace-capped grid below the SM count stays capped: 320 groups, 8 a CTA of 40.
+  EXPECT_EQ(norm_bwd_grid(ln, 640, 40, 132), 40);
 }
 
 TEST(NormBwdPlan, NameCarriesTheIdentity) {

@@ -197,14 +197,18 @@ NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool has
   return p;
 }
 
+int norm_bwd_smem_budget(int max_smem_optin) {
+  return std::min(kNormBwdSmemBudget, max_smem_optin - kNormBwdStaticSmem);
+}
+
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm) {
   // TILEOPS_NORM_BWD_BLOCKS_PER_SM replaces grid_per_sm, up to min_blocks (experiments).
   static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
   int b = kOverride > 0 ? std::min(kOverride, p.min_blocks) : p.grid_per_sm;
   b = std::min(b, sm.threads / p.threads());
   b = std::min(b, sm.blocks);
-  // Static shared memory of the kernels is under 1 KB (reduction scratch).
-  b = std::min(b, sm.smem / (p.smem_bytes + 1024 + sm.reserved_smem));
+  // Beside the stages, each CTA's static reduction scratch (at most kNormBwdStaticSmem).
+  b = std::min(b, sm.smem / (p.smem_bytes + kNormBwdStaticSmem + sm.reserved_smem));
   return std::max(1, b);
 }
 
@@ -285,7 +289,7 @@ KernelBuilder make_norm_bwd_builder(NormBwdSlots slots) {
     std::memcpy(&eps, &bits, sizeof eps);
     const auto dtype = static_cast<c10::ScalarType>(key.words[0]);
     const bool dw = (key.words[4] & 1) != 0, db = (key.words[4] & 2) != 0;
-    const int budget = std::min(kNormBwdSmemBudget, dev.max_smem_optin - 1024);
+    const int budget = norm_bwd_smem_budget(dev.max_smem_optin);
     const NormBwdPlan plan = plan_norm_bwd(dtype, key.words[1], slots.layer, key.words[3] != 0, dw, db, eps,
                                            static_cast<int>(key.words[5]), budget);
     LoadedKernel main = load(norm_bwd_source(plan, dev.arch), device);

@@ -15,6 +15,9 @@ namespace tileops::nvrtc {
 
 // Shared memory a plan may stage rows in: fits one CTA on sm_80 (164 KB per SM) and sm_90.
 constexpr int kNormBwdSmemBudget = 160 * 1024;
+// Static shared memory the backward kernels may use beside the dynamic stages (their reduction
+// scratch: at most 1280 bytes, LayerNorm at 1024 threads a row); dynamic budgets leave this much.
+constexpr int kNormBwdStaticSmem = 2048;
 // Upper bound of the fp32 workspace of per-CTA partial rows (caps the grid for very long rows).
 constexpr int64_t kNormBwdWorkspaceBudget = int64_t{256} << 20;
 
@@ -56,6 +59,9 @@ struct SmResources {
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm);
 // The persistent grid's size for a device (before capping by the number of row groups of a call):
 // fixed per build and device, so the order in which partials are summed never changes.
+// The dynamic shared memory a plan may stage rows in on a device of this per-block opt-in limit: the
+// static scratch must fit beside it.
+int norm_bwd_smem_budget(int max_smem_optin);
 int norm_bwd_max_grid(const NormBwdPlan& p, int sm_count, const SmResources& sm);
 // The launch grid of a call of `rows` rows: at most max_grid CTAs and one a row group; fewer for
 // short LayerNorm calls (one CTA an SM; see the definition). Fixed by plan, device and rows, so the
