@@ -71,6 +71,18 @@ def check_sum(got, ref):
     assert (g - r).abs().max() <= 4 * TOL[got.dtype] * r.abs().max()
 
 
+def check_layer_norm_all_gradients(dy, x, w, n):
+    """LayerNormBwdOp (dx, dweight, dbias) on poisoned outputs against the float64 reference, which
+    it returns."""
+    ref_dx, ref_dw, ref_db = ln_ref(dy, x, w, [n])
+    poison()
+    dx, dw, db = LN(dy, x, w, [n])
+    check_dx(dx, ref_dx)
+    check_sum(dw, ref_dw)
+    check_sum(db, ref_db)
+    return ref_dx, ref_dw, ref_db
+
+
 def inputs(m, n, dtype, weight=True, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = (torch.randn(m, n, device="cuda", generator=g) * 2 + 0.5).to(dtype)
@@ -167,12 +179,7 @@ def test_rms_eps_multi_dim_shape_and_leading_dims():
 def test_layer_norm_matches_float64_every_branch(m, n, dtype, weight):
     dy, x, w = inputs(m, n, dtype, weight)
     x = (x.float() + 3).to(dtype)  # a non-zero mean exercises the centring
-    ref_dx, ref_dw, ref_db = ln_ref(dy, x, w, [n])
-    poison()
-    dx, dw, db = LN(dy, x, w, [n])
-    check_dx(dx, ref_dx)
-    check_sum(dw, ref_dw)
-    check_sum(db, ref_db)
+    ref_dx, ref_dw, ref_db = check_layer_norm_all_gradients(dy, x, w, n)
     poison()
     dx, dw = LN_NO_DB(dy, x, w, [n])
     check_dx(dx, ref_dx)
@@ -227,13 +234,7 @@ def test_layer_norm_mean_far_from_zero_keeps_float32_precision(n):
     float32 tolerance is 1e-5. (At std 2, the first version of this test, a one-pass variance could
     pass.)"""
     dy, x, w = inputs(64, n, torch.float32)
-    x = x * 0.05 + 30
-    ref_dx, ref_dw, ref_db = ln_ref(dy, x, w, [n])
-    poison()
-    dx, dw, db = LN(dy, x, w, [n])
-    check_dx(dx, ref_dx)
-    check_sum(dw, ref_dw)
-    check_sum(db, ref_db)
+    check_layer_norm_all_gradients(dy, x * 0.05 + 30, w, n)
 
 
 
