@@ -224,9 +224,9 @@ int64_t norm_bwd_grid(const NormBwdPlan& p, int64_t rows, int max_grid, int sm_c
   int64_t grid = std::min<int64_t>(max_grid, groups);
   // LayerNorm calls of few row groups a CTA (<= kFewWalks on the full grid) run one CTA an SM: half
   // the partial rows of dweight and dbias to reduce, which costs more than a second CTA an SM gains
-  // over so short a walk. H200, bf16 (docs/PERF.md, session 7): 2048x4096 23.3 -> 21.6 us, 2048x8192
-  // 43.4 -> 42.0; 16384x4096 (31 groups a CTA) got slower at one an SM (110.7 -> 118.5) and 4096x16384
-  // (15.5) no faster, so they keep the full grid. Not under TILEOPS_NORM_BWD_BLOCKS_PER_SM (experiments).
+  // over so short a walk. H200, bf16 (docs/PERF.md, session 7, run 3): 2048x4096 23.4 -> 21.9 us,
+  // 2048x8192 43.9 -> 41.8; 16384x4096 (31 groups a CTA) got slower at one an SM (run 2: 110.7 ->
+  // 118.5) and 4096x16384 (15.5) no faster, so they keep the full grid. Not under TILEOPS_NORM_BWD_BLOCKS_PER_SM (experiments).
   constexpr int64_t kFewWalks = 8;
   static const bool kGridKnob = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32) > 0;
   if (p.layer && (p.dw || p.db) && !kGridKnob && groups <= kFewWalks * max_grid)

@@ -57,11 +57,11 @@ struct SmResources {
 };
 // CTAs per SM of the persistent grid: the plan's grid_per_sm, bounded by threads and shared memory.
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm);
-// The persistent grid's size for a device (before capping by the number of row groups of a call):
-// fixed per build and device, so the order in which partials are summed never changes.
 // The dynamic shared memory a plan may stage rows in on a device of this per-block opt-in limit: the
 // static scratch must fit beside it.
 int norm_bwd_smem_budget(int max_smem_optin);
+// The persistent grid's size for a device (before capping by the number of row groups of a call):
+// fixed per build and device, so the order in which partials are summed never changes.
 int norm_bwd_max_grid(const NormBwdPlan& p, int sm_count, const SmResources& sm);
 // The launch grid of a call of `rows` rows: at most max_grid CTAs and one a row group; fewer for
 // short LayerNorm calls (one CTA an SM; see the definition). Fixed by plan, device and rows, so the
