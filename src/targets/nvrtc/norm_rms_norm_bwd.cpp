@@ -201,9 +201,17 @@ int norm_bwd_smem_budget(int max_smem_optin) {
   return std::min(kNormBwdSmemBudget, max_smem_optin - kNormBwdStaticSmem);
 }
 
+namespace {
+// TILEOPS_NORM_BWD_BLOCKS_PER_SM (experiments; 0 when unset): replaces grid_per_sm, up to min_blocks,
+// and turns off the short-call rule of norm_bwd_grid. Read once.
+int blocks_per_sm_knob() {
+  static const int kKnob = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
+  return kKnob;
+}
+}  // namespace
+
 int norm_bwd_blocks_per_sm(const NormBwdPlan& p, const SmResources& sm) {
-  // TILEOPS_NORM_BWD_BLOCKS_PER_SM replaces grid_per_sm, up to min_blocks (experiments).
-  static const int kOverride = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32);
+  const int kOverride = blocks_per_sm_knob();
   int b = kOverride > 0 ? std::min(kOverride, p.min_blocks) : p.grid_per_sm;
   b = std::min(b, sm.threads / p.threads());
   b = std::min(b, sm.blocks);
@@ -228,8 +236,7 @@ int64_t norm_bwd_grid(const NormBwdPlan& p, int64_t rows, int max_grid, int sm_c
   // 2048x8192 43.9 -> 41.8; 16384x4096 (31 groups a CTA) got slower at one an SM (run 2: 110.7 ->
   // 118.5) and 4096x16384 (15.5) no faster, so they keep the full grid. Not under TILEOPS_NORM_BWD_BLOCKS_PER_SM (experiments).
   constexpr int64_t kFewWalks = 8;
-  static const bool kGridKnob = env_int("TILEOPS_NORM_BWD_BLOCKS_PER_SM", 0, 1, 32) > 0;
-  if (p.layer && (p.dw || p.db) && !kGridKnob && groups <= kFewWalks * max_grid)
+  if (p.layer && (p.dw || p.db) && blocks_per_sm_knob() == 0 && groups <= kFewWalks * max_grid)
     grid = std::min<int64_t>(grid, std::max(1, sm_count));
   return grid;
 }
