@@ -227,15 +227,37 @@ def test_layer_norm_non_contiguous_misaligned_and_eps(dtype):
 # N = 4096: every thread the same count (the merge's fixed-halves path); 1000 and 4095: unequal
 # counts; 65536: statistics merged across the warps of a wide group; 262144: workspace partials.
 @pytest.mark.parametrize("n", [4096, 1000, 4095, 65536, 262144])
-def test_layer_norm_mean_far_from_zero_keeps_float32_precision(n):
-    """Rows of mean ~30 and std ~0.1 in float32: the row statistics are merged from per-thread sums
-    centred on each thread's own mean. Simulated in float32 (numpy, this kernel's order of
-    operations): the merge leaves ~1e-6 relative error in dx, a one-pass E[x^2] - mean^2 ~1e-2; the
-    float32 tolerance is 1e-5. (At std 2, the first version of this test, a one-pass variance could
-    pass.)"""
+def test_layer_norm_mean_far_from_zero_is_as_precise_as_torch_float32(n):
+    """Rows of mean ~30 and std ~0.1 in float32. The float32 mean itself is off by up to half an ulp
+    of 30 (~1e-6), which shifts every normalised element by ~1e-5 of the std: no float32 kernel beats
+    that, torch's own included (its dweight error on these rows is ~1.5e-5 on CPU). So each gradient
+    is held to max(float32 tolerance, 3x torch's float32 error on the same inputs and device). A
+    one-pass E[x^2] - mean^2 variance is off by ~2e-2 here and fails by three orders of magnitude."""
     dy, x, w = inputs(64, n, torch.float32)
-    check_layer_norm_all_gradients(dy, x * 0.05 + 30, w, n)
+    x = x * 0.05 + 30
+    refs = ln_ref(dy, x, w, [n])
+    torch_grads = torch_layer_norm_float32_grads(dy, x, w, n)
+    poison()
+    ours = LN(dy, x, w, [n])
+    for name, got, ref, theirs in zip(("dx", "dweight", "dbias"), ours, refs, torch_grads):
+        assert got.shape == ref.shape and got.dtype == ref.dtype and torch.isfinite(got).all()
+        err, torch_err = rel_err(got, ref), rel_err(theirs, ref)
+        bound = max(TOL[torch.float32], 3 * torch_err)
+        assert err < bound, f"{name}: relative error {err:.3g}, torch float32 {torch_err:.3g}, bound {bound:.3g}"
+        worst, torch_worst = (got - ref).abs().max().item(), (theirs - ref).abs().max().item()
+        assert worst <= max(4 * TOL[torch.float32] * ref.abs().max().item(), 3 * torch_worst), name
 
+
+def torch_layer_norm_float32_grads(dy, x, w, n):
+    xf = x.detach().clone().requires_grad_()
+    wf = w.detach().clone().requires_grad_()
+    bf = torch.zeros_like(wf, requires_grad=True)
+    y = F.layer_norm(xf, [n], wf, bf, 1e-5)
+    return torch.autograd.grad(y, (xf, wf, bf), dy)
+
+
+def rel_err(got, ref):
+    return ((got.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 # ---- Both: determinism, CUDA graphs, torch.compile, build keys ----------------------------------
