@@ -67,6 +67,7 @@ def rope_rows(quick: bool) -> list[dict]:
             "compile": lambda i: (lambda: compiled(ps[i], qs[i], ks[i], cache)),
             "copy": copy,
         }))
+        rows[-1]["op"] = "RopeNeoxFwdOp" if neox else "RopeNonNeoxFwdOp"
         del ps, qs, ks, q2, k2
     return rows
 
