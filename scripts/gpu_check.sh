@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The GPU runner (through the device tool, on the lent H200):
-#   scripts/prepare_gpu_deps.sh   # here, once: spdlog/fmt/googletest into .deps
-#   device run: bash scripts/gpu_check.sh   with carry=[".deps"]
+# GPU checks, on a machine with a CUDA GPU:   bash scripts/gpu_check.sh
+# (Without spdlog, fmt or GoogleTest installed there: run scripts/prepare_gpu_deps.sh where they are
+# and copy the .deps folder it fills along with the tree.)
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
 # PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not),
 # SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="TILEOPS_X=1 TILEOPS_X=2", PROFILE=1|"names".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# Logs and JSON go to a work folder; on exit they are packed into $OUT/gpu_logs.tar.gz (the device
-# tool returns at most 8 files from $OUT).
+# Logs and JSON go to a work folder; on exit they are packed into one archive,
+# $OUT/gpu_logs.tar.gz ($OUT defaults to /tmp/tileops-gpu-out).
 # Packed after every step too: a run killed at its time limit runs no EXIT trap.
 DEST=${OUT:-/tmp/tileops-gpu-out}
 OUT=$(mktemp -d /tmp/tileops-gpu-logs.XXXX)
@@ -36,8 +36,8 @@ fi
 
 if [ -z "${SKIP_PYTEST:-}" ]; then
 step "pytest (all, GPU included)"
-# Deselected here: on the runner's torch 2.11 a c10::IndexError raised from the reference RoPE target
-# crashed the process (see docs/PERF.md, scripts/debug/probe_index_error.py); it passes on 2.14.
+# Deselected here: on torch 2.11 a c10::IndexError raised from the reference RoPE target crashed
+# the process (see docs/DESIGN.md, scripts/debug/probe_index_error.py); it passes on 2.14.
 $PY -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
   --deselect tests/position/test_rope.py::test_out_of_range_positions_are_an_index_error_and_nothing_is_written} \
   >"$OUT/pytest.log" 2>&1 || status=1

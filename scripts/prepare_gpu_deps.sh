@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies the headers/sources the GPU machine lacks (spdlog, fmt, googletest) into .deps/ (git-ignored),
-# which the device tool carries: run(..., carry=[".deps"]).
+# Copies spdlog, fmt and googletest from this machine into .deps/ (git-ignored), for a GPU machine
+# that lacks them: copy .deps along with the tree and scripts/gpu_check.sh builds against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .deps && mkdir -p .deps/include

@@ -23,7 +23,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
-    skip = pytest.mark.skip(reason="no CUDA GPU here; run scripts/gpu_check.sh through the device tool")
+    skip = pytest.mark.skip(reason="no CUDA GPU here; run scripts/gpu_check.sh on a machine with one")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -1,6 +1,6 @@
 """scripts/bench/ncu_profile.py summarize: reads ncu's raw CSV pages (header row, unit row, one row per
 kernel), converts display units to the table's (us, Mbyte), ranks stall reasons, and says when a
-workload profiled no kernel. Needs no GPU (the profiling itself runs on the GPU runner)."""
+workload profiled no kernel. Needs no GPU (the profiling itself runs in scripts/gpu_check.sh)."""
 import csv
 import os
 import sys

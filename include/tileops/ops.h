@@ -19,7 +19,7 @@ struct OpInfo {
   const char* name;                      // operator base name: "norm_rms_norm_fwd"
   const char* ref_api;                   // "torch.nn.functional.rms_norm"
   const char* manifest;                  // "manifests/norm.yaml:5"
-  bool has_boundary;                     // call-time tensor inputs and no composition (SPEC §2)
+  bool has_boundary;                     // call-time tensor inputs and no composition (docs/CONTRACT.md §3)
   const char* const* operators;          // every side-effect branch, qualified: "tileops::..."
   int num_operators;
   const char* const* compile_op_names;   // the operators of the compile boundary; empty without one

@@ -1,4 +1,4 @@
-"""The Op-class view of SPEC.md, built from the library's op table (itself generated from manifests/).
+"""The Op-class view of docs/CONTRACT.md §9, built from the library's op table (itself generated from manifests/).
 
 An Op instance holds its construction params (and target); calling it calls the operator of the
 matching side-effect branch with those params. Nothing here decides a target or builds a kernel:

@@ -34,6 +34,7 @@ def rms_norm_rows(quick: bool) -> list[dict]:
             "compile": lambda i: (lambda: compiled(xs[i], w)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
         }))
+        rows[-1]["op"] = "RMSNormFwdOp"
         del xs, ys
     return rows
 
@@ -61,6 +62,7 @@ def fused_and_layer_norm_rows() -> list[dict]:
             "compile": lambda i: (lambda: compiled(xs[i], rs[i], w)),
             "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),  # 2*M*N read + write
         }))
+        rows[-1]["op"] = "FusedAddRMSNormFwdOp"
         del xs, rs, big
     for wl in harness.manifest_workloads("norm", "LayerNormFwdOp"):
         (m, n), dtype = wl["x"], harness.DTYPES[wl["dtypes"][0]]
@@ -76,6 +78,7 @@ def fused_and_layer_norm_rows() -> list[dict]:
             "compile": lambda i: (lambda: compiled(xs[i], w, b)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
         }))
+        rows[-1]["op"] = "LayerNormFwdOp"
         del xs, ys
     return rows
 
@@ -158,6 +161,7 @@ def backward_rows() -> list[dict]:
                 "ours": ours, "eager": eager, "compile": comp,
                 "copy": lambda i: (lambda: dst[i].copy_(src[i])),
             }))
+            rows[-1]["op"] = op_class
             del xs, dys, src, dst
     return rows
 

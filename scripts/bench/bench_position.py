@@ -29,7 +29,7 @@ def rope_formula(positions, q, k, cache, neox: bool):
 
 
 def rope_rows(quick: bool) -> list[dict]:
-    # (workload, t, hq, hk, head_dim, rot, neox[, cache dtype]): the brief's 8192 x 32 heads x 128 for
+    # (workload, t, hq, hk, head_dim, rot, neox[, cache dtype]): 8192 tokens x 32 heads x 128 for
     # q and k first; the cache is float32 unless given (a bf16 cache is in q's dtype: dtype_combos).
     cases = [("8192x32x128 q+k", 8192, 32, 32, 128, 128, True)]
     if not quick:
@@ -67,6 +67,7 @@ def rope_rows(quick: bool) -> list[dict]:
             "compile": lambda i: (lambda: compiled(ps[i], qs[i], ks[i], cache)),
             "copy": copy,
         }))
+        rows[-1]["op"] = "RopeNeoxFwdOp" if neox else "RopeNonNeoxFwdOp"
         del ps, qs, ks, q2, k2
     return rows
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -103,7 +104,19 @@ def host_us_per_call(fn, iters: int = 3000, rounds: int = 7) -> float:
     return statistics.median(samples)
 
 
+def provenance() -> dict:
+    """When, from which commit and by which command a report was measured (perf_table.py cites them)."""
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit,
+            "command": " ".join(["python3", script] + sys.argv[1:])}
+
+
 def write_json(path: str | None, report: dict) -> None:
     if path:
         with open(path, "w") as f:
-            json.dump(report, f, indent=1)
+            json.dump({**provenance(), **report}, f, indent=1)

@@ -368,7 +368,7 @@ def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str) -> li
     if o.dtype.kind == "union" and len(o.dtype.names) != 1:
         raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
     lines, shape = emit_shape(op, env, o, var)
-    # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (SPEC §3).
+    # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (docs/CONTRACT.md §4).
     lines.append(f"{var} = at::empty_symint({shape}, {options}.dtype({_dtype_expr(op, o)}));")
     return lines
 
@@ -470,7 +470,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     lines += ["  " + b for b in mbody]
     lines.append("}")
 
-    # Autograd guard: no silent graph drop (SPEC §6a): refuse grad-requiring inputs, else go below.
+    # Autograd guard: no silent graph drop (docs/CONTRACT.md §4): refuse grad-requiring inputs, else go below.
     # A paired branch (manifest autograd:) runs its autograd Function instead when the switch is on.
     tensors = []
     for i in op.inputs:

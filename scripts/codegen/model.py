@@ -145,7 +145,7 @@ class Op:
 
     @property
     def has_boundary(self) -> bool:
-        # SPEC §2: call-time tensor inputs and no composition.
+        # docs/CONTRACT.md §3: call-time tensor inputs and no composition.
         return bool(self.inputs) and not self.composition
 
     @property

@@ -1,4 +1,4 @@
-"""Probe (GPU runner, torch 2.11): does raising c10::IndexError from a tileops kernel crash the process?"""
+"""Probe (GPU machine, torch 2.11): does raising c10::IndexError from a tileops kernel crash the process?"""
 import sys
 
 import torch

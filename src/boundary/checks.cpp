@@ -26,7 +26,7 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
-// Not `os << symint`: that operator crashed inside libc10 on torch 2.11 (seen on the H200 runner).
+// Not `os << symint`: that operator crashed inside libc10 on torch 2.11 (seen on an H200 machine).
 std::string sym_str(const c10::SymInt& v) {
   if (auto i = v.maybe_as_int()) return std::to_string(*i);
   return v.toSymNodeImplUnowned()->str();

@@ -67,7 +67,7 @@ def test_mark_dynamic_batch_does_not_recompile():
 
 
 def test_same_graph_whatever_the_target():
-    # SPEC §5: the compiled graph does not depend on which target serves the op.
+    # docs/CONTRACT.md §3: the compiled graph does not depend on which target serves the op.
     codes = []
     for target in (None, "reference"):
         torch._dynamo.reset()

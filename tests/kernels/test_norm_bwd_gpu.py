@@ -20,7 +20,7 @@ LN_NO_DB = torch.ops.tileops.norm_layer_norm_bwd_without_dbias
 LN_NO_DW = torch.ops.tileops.norm_layer_norm_bwd_without_dweight
 LN_DX = torch.ops.tileops.norm_layer_norm_bwd_without_dbias_without_dweight
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
-# (M, N): the brief's grid, without the pairs whose float64 reference would not fit comfortably
+# (M, N): every pair of these row counts and row lengths, without the pairs whose float64 reference would not fit comfortably
 # (M * N <= 2^25), plus many rows of the streaming row lengths.
 SHAPES = [(m, n) for n in (64, 1000, 4096, 8192, 65536, 262144) for m in (0, 1, 7, 2048) if m * n <= 2 ** 25]
 SHAPES += [(300, 65536), (64, 262144)]

@@ -1,0 +1,98 @@
+"""scripts/bench/perf_table.py: docs/PERF.md's tables from benchmark JSON. The repository's PERF.md
+must match its measurement files; the newest run wins per row; files it cannot use are clear errors.
+Needs no GPU."""
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "bench"))
+
+import perf_table  # noqa: E402
+
+OPS = {"RMSNormFwdOp": ("norm", 0), "SoftmaxFwdOp": ("reduction", 1)}
+
+
+def row(workload, ours=10.0, eager=20.0, compile_=15.0, copy=9.0, **extra):
+    return {"workload": workload, "shape": "4x8", "dtype": "bfloat16", "ours_us": ours, "eager_us": eager,
+            "compile_us": compile_, "copy_us": copy, **extra}
+
+
+def run(tmp_path, name, kernels, date="2026-11-30", **extra):
+    report = {"date": date, "commit": "abc1234", "command": f"python3 bench {name}", "device": "GPU",
+              "torch": "2.14", "kernels": kernels, **extra}
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def table_rows(text):
+    return [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "Op |" in line]
+
+
+def test_repository_perf_md_matches_its_measurements():
+    assert perf_table.main(["--check", os.path.join(ROOT, "docs", "PERF.md")]) == 0
+
+
+def test_newest_run_wins_per_row_and_ratios(tmp_path):
+    old = run(tmp_path, "a.json", [row("w", ours=20.0, op="RMSNormFwdOp"), row("v", ours=9.0, op="RMSNormFwdOp")],
+              date="2026-11-29")
+    new = run(tmp_path, "b.json", {"SoftmaxFwdOp": [row("s", ours=30.0)]}, date="2026-11-30")
+    partial = run(tmp_path, "c.json", [row("w", ours=10.0, eager=8.0, op="RMSNormFwdOp")], date="2026-11-30")
+    text = perf_table.render(perf_table.load_runs([partial, new, old]), OPS, root=str(tmp_path))
+    rows = table_rows(text)
+    # w from the newest file (c), v kept from the older one (a); ops in manifest order.
+    assert [(r[0], r[1], r[4]) for r in rows] == [("| RMSNormFwdOp", "w", "10.0"), ("| RMSNormFwdOp", "v", "9.00"),
+                                                 ("| SoftmaxFwdOp", "s", "30.0")]
+    w, v, s = rows
+    assert w[8] == "1.111" and w[9] == "**0.80×**"  # 10/9 of copy time; eager's 8 beats ours: bold
+    assert v[8] == "1.000" and v[9] == "1.67×"
+    assert [w[10], v[10], s[10]] == ["1 |", "2 |", "3 |"]
+    assert "1. `c.json`: 2026-11-30, commit abc1234, GPU, torch 2.14: `python3 bench c.json`" in text
+    assert "### norm" in text and "### reduction" in text
+
+
+def test_host_times_from_the_newest_run_that_has_them(tmp_path):
+    a = run(tmp_path, "a.json", [row("w", op="RMSNormFwdOp")], host_us={"torch.add": 5.0, "op": 6.0})
+    text = perf_table.render(perf_table.load_runs([a]), OPS, root=str(tmp_path))
+    assert "| op | 6.00 | 1.20× |" in text
+
+
+@pytest.mark.parametrize("report, message", [
+    ({"kernels": []}, "missing date, commit, command"),
+    ({"date": "d", "commit": "c", "command": "x", "kernels": [row("w")]}, "kernels[0]: the row names no 'op'"),
+    ({"date": "d", "commit": "c", "command": "x", "kernels": [row("w", op="X", copy=0)]}, "'copy_us' must be a positive"),
+    ({"date": "d", "commit": "c", "command": "x"}, "expected an object with 'kernels'"),
+])
+def test_unusable_files_are_errors_naming_the_file(tmp_path, report, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(perf_table.TableError, match="bad.json: .*" + message.replace("[", r"\[").replace("]", r"\]")):
+        perf_table.load_runs([str(path)])
+
+
+def test_write_replaces_only_between_the_markers_and_check_sees_staleness(tmp_path, capsys):
+    data = run(tmp_path, "a.json", [row("w", op="RMSNormFwdOp")])
+    md = tmp_path / "PERF.md"
+    md.write_text(f"intro\n{perf_table.BEGIN}\nold table\n{perf_table.END}\noutro\n")
+    assert perf_table.main(["--check", str(md), data]) == 1
+    assert "is out of date" in capsys.readouterr().err
+    assert perf_table.main(["--write", str(md), data]) == 0
+    text = md.read_text()
+    assert text.startswith(f"intro\n{perf_table.BEGIN}\n### ") and text.endswith(f"{perf_table.END}\noutro\n")
+    assert "old table" not in text and "| RMSNormFwdOp | w |" in text
+    assert perf_table.main(["--check", str(md), data]) == 0
+    md.write_text("no markers\n")
+    assert perf_table.main(["--write", str(md), data]) == 1
+    assert "needs one" in capsys.readouterr().err
+
+
+def test_harness_records_when_and_how_a_report_was_measured(tmp_path):
+    import harness  # imports torch; no GPU needed for write_json
+    out = tmp_path / "r.json"
+    harness.write_json(str(out), {"kernels": []})
+    report = json.loads(out.read_text())
+    assert set(report) == {"date", "commit", "command", "kernels"}
+    assert report["date"].endswith("Z") and report["command"].startswith("python3 ")
