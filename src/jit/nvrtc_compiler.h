@@ -24,8 +24,10 @@ struct Cubin {
 // Throws JitError naming the specialisation, the options, the NVRTC log and the numbered source.
 Cubin compile_to_cubin(const KernelSource& src);
 
-// Key for the on-disk cache: "<name>-<16 hex>" where the hash covers the source, headers, name
-// expression, options, arch, NVRTC version and the cache-format version.
+// Key for the on-disk cache: "<name>-<16 hex>" where the hash covers everything the CUBIN depends
+// on: the source and every header (for the library's kernels: all embedded kernel sources, so a
+// library whose kernels differ gets other keys), the name expression, every NVRTC option (the
+// implicit ones too), the arch, the NVRTC version and the cache-format version.
 std::string disk_key(const KernelSource& src);
 
 }  // namespace tileops::jit
