@@ -18,18 +18,20 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "jit/cuda_driver.h"
 #include "jit/sha256.h"
 
 namespace tileops::jit {
 namespace {
 
 // Entry layout (integers little-endian):
-//   magic[8] | u32 format | u32 kind | u32 name_len | u64 image_len | name | image | tag[32]
-// tag: HMAC-SHA-256 (user entries) or SHA-256 (image entries) over u32 key_len | key | all before it.
+//   magic[8] | u32 format | u32 kind | u32 nvrtc | u32 name_len | u64 image_len | name | image | tag[32]
+// tag: HMAC-SHA-256 (user entries) or SHA-256 (image entries) over u32 stem_len | stem | all before
+// it, where stem is the file name without ".cubin". nvrtc: the version of NVRTC that built it.
 constexpr char kMagic[8] = {'T', 'O', 'P', 'S', 'C', 'U', 'B', 'N'};
 constexpr uint32_t kFormatVersion = 2;
 constexpr uint32_t kUserEntry = 1, kImageEntry = 2;
-constexpr size_t kHeaderSize = 8 + 4 + 4 + 4 + 8;
+constexpr size_t kHeaderSize = 8 + 4 + 4 + 4 + 4 + 8;
 constexpr size_t kTagSize = 32;
 constexpr const char* kSecretName = ".hmac-key";
 constexpr size_t kSecretSize = 32;
@@ -255,30 +257,38 @@ struct DiskCache::Layer {
   std::string secret;  // HMAC key of user entries
   bool writable;
 
-  std::string entry_path(const std::string& key) const { return dir + "/" + key + ".cubin"; }
+  // User entries are per NVRTC version (users switch between environments); an image holds what
+  // its warm-up's NVRTC built, and finding it must not load NVRTC (tens of ms), so its names do not
+  // depend on the runtime's version.
+  std::string stem(const std::string& key, int nvrtc) const {
+    return kind == kUserEntry ? key + "-nvrtc" + std::to_string(nvrtc) : key;
+  }
+  std::string path(const std::string& stem) const { return dir + "/" + stem + ".cubin"; }
 
-  Digest256 tag(const std::string& key, std::string_view body) const {
+  Digest256 tag(const std::string& stem, std::string_view body) const {
     std::string prefix;
-    put(prefix, key.size(), 4);
-    prefix += key;
+    put(prefix, stem.size(), 4);
+    prefix += stem;
     if (kind == kUserEntry) return HmacSha256(secret).update(prefix).update(body).finish();
     return Sha256().update(prefix).update(body).finish();
   }
 
-  std::string encode(const std::string& key, const Cubin& c) const {
+  std::string encode(const std::string& stem, const Cubin& c, int nvrtc) const {
     std::string out(kMagic, sizeof kMagic);
     put(out, kFormatVersion, 4);
     put(out, kind, 4);
+    put(out, static_cast<uint32_t>(nvrtc), 4);
     put(out, c.lowered_name.size(), 4);
     put(out, c.image.size(), 8);
     out += c.lowered_name;
     out += c.image;
-    const Digest256 t = tag(key, out);
+    const Digest256 t = tag(stem, out);
     return out.append(reinterpret_cast<const char*>(t.data()), t.size());
   }
 
-  // nullopt and *why when the bytes are not a complete entry of this layer's kind, authentic for `key`.
-  std::optional<Cubin> decode(const std::string& key, const std::string& data, const char** why) const {
+  // nullopt and *why when the bytes are not a complete entry of this layer's kind, authentic for
+  // `stem` (and built by NVRTC `nvrtc`, unless that is 0).
+  std::optional<Cubin> decode(const std::string& stem, const std::string& data, int nvrtc, const char** why) const {
     auto bad = [&](const char* reason) {
       *why = reason;
       return std::nullopt;
@@ -287,22 +297,23 @@ struct DiskCache::Layer {
       return bad("bad magic or short header");
     if (get(data, 8, 4) != kFormatVersion) return bad("other format version");
     if (get(data, 12, 4) != kind) return bad(kind == kUserEntry ? "not a user entry" : "not an image entry");
-    const uint64_t name_len = get(data, 16, 4), image_len = get(data, 20, 8);
+    const uint64_t name_len = get(data, 20, 4), image_len = get(data, 24, 8);
     if (image_len > data.size() || kHeaderSize + name_len + image_len + kTagSize != data.size())
       return bad("size mismatch (truncated?)");
     const size_t body = data.size() - kTagSize;
-    const Digest256 t = tag(key, std::string_view(data).substr(0, body));
+    const Digest256 t = tag(stem, std::string_view(data).substr(0, body));
     if (!digests_equal(t.data(), reinterpret_cast<const unsigned char*>(data.data() + body), kTagSize))
       return bad(kind == kUserEntry ? "authentication failed" : "digest mismatch");
+    if (nvrtc != 0 && get(data, 16, 4) != static_cast<uint32_t>(nvrtc)) return bad("built by another NVRTC");
     return Cubin{data.substr(kHeaderSize + name_len, image_len), data.substr(kHeaderSize, name_len)};
   }
 
-  std::optional<Cubin> load(const std::string& key) const {
-    const std::string path = entry_path(key);
+  std::optional<Cubin> load(const std::string& stem, int nvrtc) const {
+    const std::string file = path(stem);
     // O_NONBLOCK: a FIFO in place of an entry must not hang us (it is refused below).
-    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-      if (errno != ENOENT) log::debug("tileops: ignoring cache entry " + path + ": " + errno_text(errno));
+      if (errno != ENOENT) log::debug("tileops: ignoring cache entry " + file + ": " + errno_text(errno));
       return std::nullopt;
     }
     struct stat st;
@@ -313,11 +324,11 @@ struct DiskCache::Layer {
     else if (st.st_uid != ::geteuid() && (writable || st.st_uid != 0)) why = "owned by another user";
     else if (st.st_mode & (S_IWGRP | S_IWOTH)) why = "writable by group or others";
     else if (read_fd(fd, &data) != 0) why = "read error";
-    else c = decode(key, data, &why);
+    else c = decode(stem, data, nvrtc, &why);
     if (c && writable) ::futimens(fd, nullptr);  // a hit is a use: the size cap evicts by mtime
     ::close(fd);
     // A bad entry is a miss; the rebuilt kernel's store() renames a good file over it.
-    if (!c) log::debug("tileops: ignoring cache entry " + path + ": " + why);
+    if (!c) log::debug("tileops: ignoring cache entry " + file + ": " + why);
     return c;
   }
 };
@@ -393,6 +404,22 @@ void DiskCache::prepare() const {
   writable_ = std::move(layer);
 }
 
+int DiskCache::nvrtc() const {
+  std::call_once(nvrtc_once_, [this] {
+    if (options_.nvrtc_version != 0) {
+      nvrtc_ = options_.nvrtc_version;
+      return;
+    }
+    try {
+      nvrtc_ = nvrtc_version();
+    } catch (const std::exception& e) {
+      log::debug(std::string("tileops: kernel disk cache: ") + e.what());
+      nvrtc_ = -1;
+    }
+  });
+  return nvrtc_;
+}
+
 DiskCache::Layer* DiskCache::writable() const {
   prepare();
   return writable_.get();
@@ -402,8 +429,11 @@ std::optional<Cubin> DiskCache::load(const std::string& key) const {
   if (!enabled() || !valid_key(key)) return std::nullopt;
   prepare();
   for (const auto& layer : readonly_)
-    if (auto c = layer->load(key)) return c;
-  return writable_ ? writable_->load(key) : std::nullopt;
+    if (auto c = layer->load(key, 0)) return c;
+  if (!writable_) return std::nullopt;
+  if (writable_->kind == kImageEntry) return writable_->load(key, 0);
+  const int v = nvrtc();
+  return v > 0 ? writable_->load(writable_->stem(key, v), v) : std::nullopt;
 }
 
 bool DiskCache::store(const std::string& key, const Cubin& cubin) const {
@@ -415,18 +445,21 @@ bool DiskCache::store(const std::string& key, const Cubin& cubin) const {
                                    "); kernels are cached in memory only");
     return false;
   };
-  const std::string tmp = temp_name(layer->dir, key);
+  const int v = nvrtc();
+  if (v <= 0) return false;  // no NVRTC: nothing was built here to store
+  const std::string stem = layer->stem(key, v);
+  const std::string tmp = temp_name(layer->dir, stem);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return unwritable(errno);
   // Image entries are read by every user of the image; the umask must not narrow that.
   if (options_.image) ::fchmod(fd, 0644);
   // No fsync: a torn entry after a crash fails verification on load and is simply rebuilt.
-  const bool written = write_all(fd, layer->encode(key, cubin));
+  const bool written = write_all(fd, layer->encode(stem, cubin, v));
   int err = errno;
   const bool closed = ::close(fd) == 0;
   if (written && !closed) err = errno;
-  if (written && closed && ::rename(tmp.c_str(), layer->entry_path(key).c_str()) == 0) {
-    evict_over_cap(*layer, key);
+  if (written && closed && ::rename(tmp.c_str(), layer->path(stem).c_str()) == 0) {
+    evict_over_cap(*layer, stem);
     return true;
   }
   if (written && closed) err = errno;  // rename failed
@@ -434,7 +467,7 @@ bool DiskCache::store(const std::string& key, const Cubin& cubin) const {
   return unwritable(err);
 }
 
-void DiskCache::evict_over_cap(const Layer& layer, const std::string& kept_key) const {
+void DiskCache::evict_over_cap(const Layer& layer, const std::string& kept_stem) const {
   if (options_.max_bytes == 0) return;
   struct Entry {
     struct timespec mtime;
@@ -460,7 +493,7 @@ void DiskCache::evict_over_cap(const Layer& layer, const std::string& kept_key) 
     if (a.mtime.tv_nsec != b.mtime.tv_nsec) return a.mtime.tv_nsec < b.mtime.tv_nsec;
     return a.name < b.name;
   });
-  const std::string kept = kept_key + ".cubin";
+  const std::string kept = kept_stem + ".cubin";
   for (const Entry& e : entries) {
     if (total <= options_.max_bytes) break;
     if (e.name == kept) continue;  // the entry just stored stays even when it alone exceeds the cap

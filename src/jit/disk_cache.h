@@ -13,6 +13,9 @@
 //    warm-up on another machine, carry a plain SHA-256 (integrity only) and are accepted only from
 //    read-only layers, where authenticity rests on the trust rule above: only root or the user could
 //    have written them. A writable folder never accepts an image entry.
+//  - NVRTC: user entries are kept per NVRTC version (in their file names); an image entry records
+//    the version that built it but is used whatever the runtime's, so that a hit in an image never
+//    loads NVRTC (a dlopen of tens of milliseconds).
 //  - Files: folders are created 0700 and user entries 0600 (image folders 0755 and entries 0644, to
 //    be read by every user of the image); entries, temp files and locks are opened with O_NOFOLLOW
 //    and created with O_EXCL (temp files) before an atomic rename. A bad entry is a miss and is
@@ -37,6 +40,7 @@ struct DiskCacheOptions {
   std::vector<std::string> readonly_dirs;  // image folders, looked up first, in order
   uint64_t max_bytes = 0;                  // cap on the writable folder's entries; 0: none
   bool image = false;                      // write image entries (the warm-up filling an image folder)
+  int nvrtc_version = 0;                   // of the NVRTC that builds; 0: asked of NVRTC when needed
 };
 
 // TILEOPS_CACHE_DIR (else $XDG_CACHE_HOME/tileops/kernels, else ~/.cache/tileops/kernels),
@@ -73,13 +77,16 @@ class DiskCache {
   struct Layer;
   void prepare() const;     // checks the folders (and makes the writable one) on first use
   Layer* writable() const;  // null when there is none or it was refused
-  void evict_over_cap(const Layer& layer, const std::string& kept_key) const;
+  int nvrtc() const;  // the version entries are built by; -1 without NVRTC
+  void evict_over_cap(const Layer& layer, const std::string& kept_stem) const;
 
   DiskCacheOptions options_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Layer>> readonly_;  // trusted read-only layers, once checked
   mutable std::unique_ptr<Layer> writable_;
   mutable bool prepared_ = false;
+  mutable std::once_flag nvrtc_once_;
+  mutable int nvrtc_ = 0;
 };
 
 }  // namespace tileops::jit

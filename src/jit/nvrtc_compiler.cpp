@@ -129,7 +129,7 @@ std::string disk_key(const KernelSource& src) {
   const std::vector<std::string> opts = all_options(src);
   h.add(src.name_expression).add(opts.size());
   for (const auto& o : opts) h.add(o);
-  h.add(src.arch).add(static_cast<uint64_t>(nvrtc_version()));
+  h.add(src.arch);  // the NVRTC version is added by the disk cache (disk_cache.h): not loaded for a key
   // The name becomes a file name: keep it to a safe character set and a sane length.
   std::string name = src.name.substr(0, 120);
   for (char& c : name)

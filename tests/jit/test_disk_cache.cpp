@@ -47,6 +47,7 @@ class DiskCacheTest : public ::testing::Test {
     char tmpl[] = "/tmp/tileops-cache-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
+    add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);  // user entries are kept per NVRTC version
   }
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_;
@@ -62,13 +63,16 @@ std::function<Cubin()> counting(int& builds) {
 
 bool same(const Cubin& a, const Cubin& b) { return a.image == b.image && a.lowered_name == b.lowered_name; }
 
+// A user entry's file name: kept per NVRTC version.
+std::string user_entry(const std::string& key) { return key + "-nvrtc" + std::to_string(nvrtc_version()) + ".cubin"; }
+
 }  // namespace
 
 TEST_F(DiskCacheTest, StoreLoadRoundTripCreatesFolders) {
   DiskCache cache((root_ / "a/b/kernels").string());
   EXPECT_FALSE(cache.load("k-0123").has_value());
   ASSERT_TRUE(cache.store("k-0123", fake_cubin()));
-  EXPECT_TRUE(fs::is_regular_file(root_ / "a/b/kernels/k-0123.cubin"));
+  EXPECT_TRUE(fs::is_regular_file(root_ / "a/b/kernels" / user_entry("k-0123")));
   auto loaded = cache.load("k-0123");
   ASSERT_TRUE(loaded.has_value());
   EXPECT_TRUE(same(*loaded, fake_cubin()));
@@ -97,7 +101,7 @@ TEST_F(DiskCacheTest, DisabledAndInvalidKeys) {
 
 TEST_F(DiskCacheTest, CorruptEntriesAreMissesAndGetRebuilt) {
   DiskCache cache(root_.string());
-  const fs::path file = root_ / "k.cubin";
+  const fs::path file = root_ / user_entry("k");
   ASSERT_TRUE(cache.store("k", fake_cubin()));
   const std::string good = read_all(file);
 
@@ -283,19 +287,20 @@ Cubin real_cubin(int n) {
 
 // What someone who can write the folder, but cannot read its key, can make: an entry in the
 // library's layout whose tag is a plain SHA-256 (or an HMAC under a key of their own).
-std::string forged_entry(const std::string& key, const Cubin& c, uint32_t kind, const std::string* hmac_key) {
+std::string forged_entry(const std::string& stem, const Cubin& c, uint32_t kind, const std::string* hmac_key) {
   auto put = [](std::string& out, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) out += static_cast<char>(v >> (8 * i));
   };
   std::string body("TOPSCUBN", 8);
   put(body, 2, 4);
   put(body, kind, 4);
+  put(body, nvrtc_version(), 4);
   put(body, c.lowered_name.size(), 4);
   put(body, c.image.size(), 8);
   body += c.lowered_name + c.image;
   std::string msg;
-  put(msg, key.size(), 4);
-  msg += key + body;
+  put(msg, stem.size(), 4);
+  msg += stem + body;
   const Digest256 tag = hmac_key ? hmac_sha256(*hmac_key, msg) : sha256(msg);
   return body + std::string(reinterpret_cast<const char*>(tag.data()), tag.size());
 }
@@ -317,13 +322,13 @@ TEST_F(DiskCacheTest, FoldersAre0700EntriesAndKey0600AndNoLocksRemain) {
   EXPECT_EQ(mode_of(root_ / "a"), 0700u);
   EXPECT_EQ(mode_of(root_ / "a/b"), 0700u);
   EXPECT_EQ(mode_of(dir), 0700u);
-  EXPECT_EQ(mode_of(dir / "k.cubin"), 0600u);
+  EXPECT_EQ(mode_of(dir / user_entry("k")), 0600u);
   EXPECT_EQ(mode_of(dir / ".hmac-key"), 0600u);
   EXPECT_EQ(fs::file_size(dir / ".hmac-key"), 32u);
   // The lock is removed after use, also when the build throws.
   EXPECT_THROW(cache.get_or_build("k2", []() -> Cubin { throw std::runtime_error("boom"); }, nullptr),
                std::runtime_error);
-  EXPECT_EQ(names_in(dir), (std::vector<std::string>{".hmac-key", "k.cubin"}));
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{".hmac-key", user_entry("k")}));
 }
 
 TEST_F(DiskCacheTest, FolderWritableByOthersIsRefusedWithOneWarning) {
@@ -372,7 +377,7 @@ TEST_F(DiskCacheTest, FolderOwnedByAnotherUserIsRefused) {
   DiskCache ok(mine.string());
   ASSERT_TRUE(ok.store("k", fake_cubin()));
   ASSERT_TRUE(ok.load("k").has_value());
-  ASSERT_TRUE(chown_to_nobody(mine / "k.cubin"));
+  ASSERT_TRUE(chown_to_nobody(mine / user_entry("k")));
   EXPECT_FALSE(ok.load("k").has_value());
   ASSERT_TRUE(chown_to_nobody(mine / ".hmac-key"));
   DiskCache again(mine.string());
@@ -383,13 +388,13 @@ TEST_F(DiskCacheTest, SymlinkedEntryIsNotFollowed) {
   DiskCache cache((root_ / "kernels").string());
   ASSERT_TRUE(cache.store("k", fake_cubin()));
   // A valid entry, moved out of the folder and linked back in: not followed, rebuilt.
-  fs::rename(root_ / "kernels/k.cubin", root_ / "elsewhere.cubin");
-  fs::create_symlink(root_ / "elsewhere.cubin", root_ / "kernels/k.cubin");
+  fs::rename(root_ / "kernels" / user_entry("k"), root_ / "elsewhere.cubin");
+  fs::create_symlink(root_ / "elsewhere.cubin", root_ / "kernels" / user_entry("k"));
   EXPECT_FALSE(cache.load("k").has_value());
   bool built = false;
   cache.get_or_build("k", [] { return fake_cubin(); }, &built);
   EXPECT_TRUE(built);
-  EXPECT_FALSE(fs::is_symlink(root_ / "kernels/k.cubin"));  // the rename replaced the link itself
+  EXPECT_FALSE(fs::is_symlink(root_ / "kernels" / user_entry("k")));  // the rename replaced the link itself
   EXPECT_TRUE(cache.load("k").has_value());
 }
 
@@ -418,24 +423,25 @@ TEST_F(DiskCacheTest, ForgedEntriesAreRejectedAndRebuilt) {
   const Cubin good = real_cubin(64), evil = real_cubin(128);
   ASSERT_NE(good.image, evil.image);
   ASSERT_TRUE(cache.store("k", good));
-  const std::string genuine = read_all(dir / "k.cubin");
+  const std::string genuine = read_all(dir / user_entry("k"));
 
   const std::string other_key(32, '\x11');
+  const std::string stem = user_entry("k").substr(0, user_entry("k").size() - 6);
   std::vector<std::pair<const char*, std::string>> forgeries = {
-      {"plain SHA-256, user kind", forged_entry("k", evil, 1, nullptr)},
-      {"plain SHA-256, image kind", forged_entry("k", evil, 2, nullptr)},
-      {"HMAC under another key", forged_entry("k", evil, 1, &other_key)},
+      {"plain SHA-256, user kind", forged_entry(stem, evil, 1, nullptr)},
+      {"plain SHA-256, image kind", forged_entry(stem, evil, 2, nullptr)},
+      {"HMAC under another key", forged_entry(stem, evil, 1, &other_key)},
   };
   // A genuine entry of another key, renamed: the key is authenticated too.
   ASSERT_TRUE(cache.store("k-other", evil));
-  forgeries.push_back({"another key's entry", read_all(dir / "k-other.cubin")});
+  forgeries.push_back({"another key's entry", read_all(dir / user_entry("k-other"))});
   // A genuine entry of another cache (another secret).
   DiskCache elsewhere((root_ / "elsewhere").string());
   ASSERT_TRUE(elsewhere.store("k", evil));
-  forgeries.push_back({"another cache's entry", read_all(root_ / "elsewhere/k.cubin")});
+  forgeries.push_back({"another cache's entry", read_all(root_ / "elsewhere" / user_entry("k"))});
 
   for (const auto& [what, bytes] : forgeries) {
-    write_all(dir / "k.cubin", bytes);
+    write_all(dir / user_entry("k"), bytes);
     EXPECT_FALSE(cache.load("k").has_value()) << what;
     bool built = false;
     Cubin c = cache.get_or_build("k", [&] { return good; }, &built);
@@ -444,7 +450,7 @@ TEST_F(DiskCacheTest, ForgedEntriesAreRejectedAndRebuilt) {
     EXPECT_EQ(cache.load("k")->image, good.image) << what;
   }
   // The check is not the only thing that changed: the genuine bytes still load.
-  write_all(dir / "k.cubin", genuine);
+  write_all(dir / user_entry("k"), genuine);
   EXPECT_EQ(cache.load("k")->image, good.image);
 }
 
@@ -453,19 +459,19 @@ TEST_F(DiskCacheTest, SizeCapEvictsLeastRecentlyUsed) {
   const Cubin c = fake_cubin(std::string(1000, 'x'));
   DiskCache probe(dir.string());
   ASSERT_TRUE(probe.store("probe", c));
-  const uint64_t entry = fs::file_size(dir / "probe.cubin");
-  fs::remove(dir / "probe.cubin");
+  const uint64_t entry = fs::file_size(dir / user_entry("probe"));
+  fs::remove(dir / user_entry("probe"));
 
   DiskCache cache(DiskCacheOptions{dir.string(), {}, 3 * entry, false});
   for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(cache.store(k, c));
   // Oldest first: a, b, c. Then a hit on "a" makes "b" the least recently used.
   for (auto [k, age] : {std::pair{"a", 300}, {"b", 200}, {"c", 100}}) {
     const auto t = fs::file_time_type::clock::now() - std::chrono::seconds(age);
-    fs::last_write_time(dir / (std::string(k) + ".cubin"), t);
+    fs::last_write_time(dir / user_entry(k), t);
   }
   ASSERT_TRUE(cache.load("a").has_value());
   ASSERT_TRUE(cache.store("d", c));
-  EXPECT_EQ(names_in(dir), (std::vector<std::string>{".hmac-key", "a.cubin", "c.cubin", "d.cubin"}));
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{".hmac-key", user_entry("a"), user_entry("c"), user_entry("d")}));
   // Without a cap nothing is evicted.
   DiskCache uncapped(dir.string());
   ASSERT_TRUE(uncapped.store("e", c));
@@ -487,21 +493,55 @@ TEST_F(DiskCacheTest, ReadOnlyImageLayerIsLookedUpFirstAndNeverWritten) {
   EXPECT_FALSE(built);
   EXPECT_EQ(builds, 0);
   EXPECT_TRUE(same(c, fake_cubin("img")));
-  EXPECT_FALSE(fs::exists(user / "k.cubin"));
+  EXPECT_FALSE(fs::exists(user / user_entry("k")));
   // A miss in the image is built into the user folder, not the image.
   layered.get_or_build("k2", counting(builds), &built);
   EXPECT_TRUE(built);
-  EXPECT_TRUE(fs::exists(user / "k2.cubin"));
+  EXPECT_TRUE(fs::exists(user / user_entry("k2")));
   EXPECT_FALSE(fs::exists(image / "k2.cubin"));
 
   // Kinds do not cross: an image entry is no user entry (it has no HMAC), a user entry is no
   // image entry.
-  fs::copy_file(image / "k.cubin", user / "k3.cubin");
-  fs::copy_file(user / "k2.cubin", image / "k4.cubin");
+  fs::copy_file(image / "k.cubin", user / user_entry("k3"));
+  fs::copy_file(user / user_entry("k2"), image / "k4.cubin");
   DiskCache user_only(user.string()), image_only(DiskCacheOptions{"", {image.string()}, 0, false});
   EXPECT_FALSE(user_only.load("k3").has_value());
   EXPECT_FALSE(image_only.load("k4").has_value());
   EXPECT_TRUE(image_only.load("k").has_value());
+}
+
+// A hit in an image must not load NVRTC (a dlopen of tens of milliseconds on the first call).
+TEST_F(DiskCacheTest, ImageHitDoesNotLoadNvrtc) {
+  auto nvrtc_mapped = [] { return read_all("/proc/self/maps").find("libnvrtc") != std::string::npos; };
+  if (nvrtc_mapped()) GTEST_SKIP() << "NVRTC is already loaded in this process (ctest runs each test alone)";
+  const fs::path image = root_ / "image", user = root_ / "user";
+  DiskCacheOptions writer_options{image.string(), {}, 0, true};
+  writer_options.nvrtc_version = 12080;  // as if built elsewhere by NVRTC 12.8
+  ASSERT_TRUE(DiskCache(writer_options).store("k", fake_cubin("img")));
+  DiskCache layered(DiskCacheOptions{user.string(), {image.string()}, 0, false});
+  int builds = 0;
+  EXPECT_TRUE(same(layered.get_or_build("k", counting(builds), nullptr), fake_cubin("img")));
+  EXPECT_EQ(builds, 0);
+  EXPECT_FALSE(nvrtc_mapped());
+  layered.get_or_build("k2", counting(builds), nullptr);  // a miss goes to the user folder: NVRTC's version
+  EXPECT_EQ(builds, 1);
+  EXPECT_TRUE(nvrtc_mapped());
+  EXPECT_TRUE(fs::exists(user / user_entry("k2")));
+}
+
+TEST_F(DiskCacheTest, UserEntriesAreKeptPerNvrtcVersion) {
+  const fs::path dir = root_ / "kernels";
+  DiskCacheOptions old_nvrtc{dir.string(), {}, 0, false};
+  old_nvrtc.nvrtc_version = 12080;
+  ASSERT_TRUE(DiskCache(old_nvrtc).store("k", fake_cubin("old")));
+  DiskCache current(dir.string());
+  int builds = 0;
+  EXPECT_TRUE(same(current.get_or_build("k", counting(builds), nullptr), fake_cubin()));
+  EXPECT_EQ(builds, 1);  // another NVRTC's entry is not this one's
+  EXPECT_TRUE(same(*DiskCache(old_nvrtc).load("k"), fake_cubin("old")));  // and both stay
+  // Renamed to this version's name, the old entry fails: the name is authenticated.
+  fs::rename(dir / "k-nvrtc12080.cubin", dir / user_entry("k"));
+  EXPECT_FALSE(current.load("k").has_value());
 }
 
 TEST_F(DiskCacheTest, UntrustedReadOnlyFolderIsIgnored) {
