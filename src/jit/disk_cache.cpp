@@ -377,10 +377,10 @@ DiskCache& DiskCache::global() {
   return *cache;
 }
 
-void DiskCache::prepare() const {
+void DiskCache::prepare_readonly() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (prepared_) return;
-  prepared_ = true;
+  if (readonly_prepared_) return;
+  readonly_prepared_ = true;
   for (const std::string& d : options_.readonly_dirs) {
     if (std::string why = trust_problem(d); !why.empty()) {
       log::warn_once(d, "tileops: read-only kernel cache folder " + d + " is not used: " + why);
@@ -388,6 +388,13 @@ void DiskCache::prepare() const {
     }
     readonly_.push_back(std::make_unique<Layer>(Layer{d, kImageEntry, "", false}));
   }
+}
+
+// Only after a miss in the images: a hit there touches nothing else (no folder made, no key read).
+void DiskCache::prepare_writable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (writable_prepared_) return;
+  writable_prepared_ = true;
   const std::string& d = options_.dir;
   if (d.empty()) return;
   auto refuse = [&](const std::string& why) {
@@ -421,19 +428,20 @@ int DiskCache::nvrtc() const {
 }
 
 DiskCache::Layer* DiskCache::writable() const {
-  prepare();
+  prepare_writable();
   return writable_.get();
 }
 
 std::optional<Cubin> DiskCache::load(const std::string& key) const {
   if (!enabled() || !valid_key(key)) return std::nullopt;
-  prepare();
+  prepare_readonly();
   for (const auto& layer : readonly_)
     if (auto c = layer->load(key, 0)) return c;
-  if (!writable_) return std::nullopt;
-  if (writable_->kind == kImageEntry) return writable_->load(key, 0);
+  const Layer* w = writable();
+  if (!w) return std::nullopt;
+  if (w->kind == kImageEntry) return w->load(key, 0);
   const int v = nvrtc();
-  return v > 0 ? writable_->load(writable_->stem(key, v), v) : std::nullopt;
+  return v > 0 ? w->load(w->stem(key, v), v) : std::nullopt;
 }
 
 bool DiskCache::store(const std::string& key, const Cubin& cubin) const {

@@ -75,8 +75,9 @@ class DiskCache {
 
  private:
   struct Layer;
-  void prepare() const;     // checks the folders (and makes the writable one) on first use
-  Layer* writable() const;  // null when there is none or it was refused
+  void prepare_readonly() const;  // checks the folders on first use
+  void prepare_writable() const;  // makes and checks the folder, reads or makes its key, on first use
+  Layer* writable() const;        // null when there is none or it was refused
   int nvrtc() const;  // the version entries are built by; -1 without NVRTC
   void evict_over_cap(const Layer& layer, const std::string& kept_stem) const;
 
@@ -84,7 +85,7 @@ class DiskCache {
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Layer>> readonly_;  // trusted read-only layers, once checked
   mutable std::unique_ptr<Layer> writable_;
-  mutable bool prepared_ = false;
+  mutable bool readonly_prepared_ = false, writable_prepared_ = false;
   mutable std::once_flag nvrtc_once_;
   mutable int nvrtc_ = 0;
 };

@@ -523,6 +523,7 @@ TEST_F(DiskCacheTest, ImageHitDoesNotLoadNvrtc) {
   EXPECT_TRUE(same(layered.get_or_build("k", counting(builds), nullptr), fake_cubin("img")));
   EXPECT_EQ(builds, 0);
   EXPECT_FALSE(nvrtc_mapped());
+  EXPECT_FALSE(fs::exists(user));  // nor is the user folder made or its key read
   layered.get_or_build("k2", counting(builds), nullptr);  // a miss goes to the user folder: NVRTC's version
   EXPECT_EQ(builds, 1);
   EXPECT_TRUE(nvrtc_mapped());
