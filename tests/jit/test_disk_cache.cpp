@@ -432,9 +432,9 @@ TEST_F(DiskCacheTest, ForgedEntriesAreRejectedAndRebuilt) {
       {"plain SHA-256, image kind", forged_entry(stem, evil, 2, nullptr)},
       {"HMAC under another key", forged_entry(stem, evil, 1, &other_key)},
   };
-  // A genuine entry of another key, renamed: the key is authenticated too.
-  ASSERT_TRUE(cache.store("k-other", evil));
-  forgeries.push_back({"another key's entry", read_all(dir / user_entry("k-other"))});
+  // A genuine entry of another key (of the same length), renamed: the key is authenticated too.
+  ASSERT_TRUE(cache.store("j", evil));
+  forgeries.push_back({"another key's entry", read_all(dir / user_entry("j"))});
   // A genuine entry of another cache (another secret).
   DiskCache elsewhere((root_ / "elsewhere").string());
   ASSERT_TRUE(elsewhere.store("k", evil));
