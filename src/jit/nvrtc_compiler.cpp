@@ -13,7 +13,7 @@ namespace tileops::jit {
 namespace {
 
 // Bump when the way keys or cache entries are derived changes, so old entries are never reused.
-constexpr uint64_t kCacheFormatVersion = 1;
+constexpr uint64_t kCacheFormatVersion = 2;
 
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
@@ -125,9 +125,11 @@ std::string disk_key(const KernelSource& src) {
   Hasher h;
   h.add(kCacheFormatVersion).add(src.source).add(src.headers.size());
   for (const auto& [name, text] : src.headers) h.add(name).add(text);
-  h.add(src.name_expression).add(src.options.size());
-  for (const auto& o : src.options) h.add(o);
-  h.add(src.arch).add(static_cast<uint64_t>(nvrtc_version()));
+  // Every option NVRTC gets, the ones this file adds included: a change to them changes the CUBIN.
+  const std::vector<std::string> opts = all_options(src);
+  h.add(src.name_expression).add(opts.size());
+  for (const auto& o : opts) h.add(o);
+  h.add(src.arch);  // the NVRTC version is added by the disk cache (disk_cache.h): not loaded for a key
   // The name becomes a file name: keep it to a safe character set and a sane length.
   std::string name = src.name.substr(0, 120);
   for (char& c : name)

@@ -24,8 +24,11 @@ struct Cubin {
 // Throws JitError naming the specialisation, the options, the NVRTC log and the numbered source.
 Cubin compile_to_cubin(const KernelSource& src);
 
-// Key for the on-disk cache: "<name>-<16 hex>" where the hash covers the source, headers, name
-// expression, options, arch, NVRTC version and the cache-format version.
+// Key for the on-disk cache: "<name>-<16 hex>" where the hash covers everything the CUBIN depends
+// on: the source and every header (for the library's kernels: all embedded kernel sources, so a
+// library whose kernels differ gets other keys), the name expression, every NVRTC option (the
+// implicit ones too), the arch and the cache-format version. Computing it does not load NVRTC; the
+// disk cache keeps user entries per NVRTC version and records the version in every entry.
 std::string disk_key(const KernelSource& src);
 
 }  // namespace tileops::jit

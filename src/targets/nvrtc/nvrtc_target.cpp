@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "jit/cuda_driver.h"
 #include "jit/disk_cache.h"
+#include "jit/kernel_record.h"
 #include "targets/nvrtc/kernel_sources.h"
 
 namespace tileops::nvrtc {
@@ -58,6 +59,7 @@ jit::Cubin get_cubin(const jit::KernelSource& src) {
   jit::Cubin cubin = jit::DiskCache::global().get_or_build(
       key, [&] { return jit::compile_to_cubin(src); }, &built);
   counters::bump(built ? counters::kNvrtcCompiles : counters::kDiskCacheHits);
+  jit::record_kernel(src);  // TILEOPS_RECORD_KERNELS: what the offline warm-up replays
   log::debug(std::string("tileops: ") + (built ? "compiled " : "disk cache hit for ") + src.name);
   std::lock_guard<std::mutex> lock(g_cubin_mu);
   return g_cubins.emplace(key, std::move(cubin)).first->second;
