@@ -151,6 +151,14 @@ void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs
               hint ? hint : "");
 }
 
+void refuse_out_grad(const char* op, std::initializer_list<const at::Tensor*> args) {
+  if (!wants_grad(args)) return;
+  TORCH_CHECK(false, op,
+              ": functions with out=... arguments don't support automatic differentiation, but one of the "
+              "arguments requires grad. Call it under torch.no_grad() / torch.inference_mode(), or pass tensors "
+              "(out included) that do not require grad");
+}
+
 void bump_version(const at::Tensor& t) {
   if (t.defined() && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
 }
