@@ -203,7 +203,7 @@ def cmd_race_worker(a):
 
 def cmd_race(a):
     cache = a.cache_dir
-    os.makedirs(cache, exist_ok=True)
+    os.makedirs(cache, mode=0o700, exist_ok=True)  # private, as the disk cache wants its folder
     assert not os.listdir(cache), f"{cache} must start empty (a cold cache)"
     env = dict(os.environ, TILEOPS_CACHE_DIR=cache)
     start_at = time.time() + 15  # every process imports torch first, then all start together
