@@ -143,4 +143,28 @@ TEST(RegistryMemory, KernelDroppedDuringItsLaunchLivesUntilTheLaunchReturns) {
   EXPECT_EQ(tileops::registry::live_dropped_kernels(), 0);
 }
 
+TEST(RegistryMemory, CallsRacingWithPublishersSeeWholeSnapshotsAndLeaveFew) {
+  ScopedTarget t("racing_target", nullptr, nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, calls{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 3; ++i)
+    callers.emplace_back([&] {
+      const at::Tensor x = at::randn({2, 8});
+      while (!stop.load()) {
+        if (!at::equal(rms_norm(x, "racing_target"), at::full({2, 8}, 7.0))) ++bad;
+        ++calls;
+      }
+    });
+  int published = 0;
+  for (; published < 2000 || calls.load() < 2000; ++published)
+    tileops::set_default_target(published % 2 ? std::nullopt : std::optional<std::string>("reference"));
+  tileops::set_default_target(std::nullopt);
+  stop = true;
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GE(calls.load(), 2000);
+  EXPECT_LE(live_after_pin(), 1);  // the callers' copies went with their threads
+}
+
 }  // namespace
