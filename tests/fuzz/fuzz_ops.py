@@ -123,8 +123,11 @@ def worker(seed: int, start: int, count: int) -> None:
     from cases import make_call
     tileops.load()
     torch.set_num_threads(1)
+    abort_at = int(os.environ.get("TILEOPS_FUZZ_ABORT_AT", "-1"))  # for the harness's own test
     for i in range(start, start + count):
         print(json.dumps({"i": i, "phase": "start"}), flush=True)
+        if i == abort_at:
+            os.abort()
         try:
             c = make_call(seed, i)
             outcome, detail = run_one(c)

@@ -20,3 +20,11 @@ def test_fuzz_every_operator_and_rule():
     assert len(s["by_op"]) >= len(DRAWS)
     assert set(s["mutations"]) >= {m.__name__[2:] for m, _ in MUTATIONS if m is not None} | {"valid"}
     assert s["outcomes"].get("ok", 0) > CALLS // 4 and s["outcomes"].get("refused", 0) > CALLS // 10
+
+
+def test_a_crashing_call_is_counted_and_the_batch_goes_on(monkeypatch):
+    monkeypatch.setenv("TILEOPS_FUZZ_ABORT_AT", "3")
+    records = fuzz_ops.run_batch(seed=1, start=0, count=8, timeout=120)
+    assert [r["i"] for r in records] == list(range(8))
+    assert [r["outcome"] for r in records].count("crash") == 1 and records[3]["outcome"] == "crash"
+    assert "exit -6" in records[3]["detail"]  # SIGABRT, in the child's own process group
