@@ -444,8 +444,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
                 continue
             shape_lines, shape = emit_shape(op, env, o, f"limit_{o.name}")
             body += shape_lines
-            body.append(f"tileops::check::require_alloc_fits(kOp, {cpp_str(f'output {chr(39)}{o.name}{chr(39)}')}, "
-                        f"{shape}, {_dtype_expr(op, o)});")
+            what = cpp_str("output '" + o.name + "'")
+            body.append(f"tileops::check::require_alloc_fits(kOp, {what}, {shape}, {_dtype_expr(op, o)});")
         return body
 
     def allocate(meta: bool) -> list[str]:
@@ -542,8 +542,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
         hint = (f"; its autograd pairing covers tileops::{op.operator_name(op.pairing.branch())} only "
                 "(no in-place, out= or dropped-output branch)")
     if branch.out:
-        lines.append(f"  tileops::runtime::refuse_out_grad({cpp_str('tileops::' + name)}, "
-                     f"{tensor_list[:-1]}, &out}});")
+        with_out = "{" + ", ".join(tensors + ["&out"]) + "}"
+        lines.append(f"  tileops::runtime::refuse_out_grad({cpp_str('tileops::' + name)}, {with_out});")
     lines.append(f"  tileops::runtime::refuse_grad({cpp_str('tileops::' + name)}, {tensor_list}"
                  + (f", {cpp_str(hint)}" if hint else "") + ");")
     lines.append("  at::AutoDispatchBelowADInplaceOrView guard;")
@@ -713,8 +713,8 @@ def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
         shape_lines, shape = emit_shape(op, env, o, f"limit_{o.name}")
         body.append(f"if (!{dev}.is_meta()) {{  // meta allocates nothing")
         body += ["  " + x for x in shape_lines]
-        body.append(f"  tileops::check::require_alloc_fits(kOp, {cpp_str(f'output {chr(39)}{o.name}{chr(39)}')}, "
-                    f"{shape}, {_dtype_expr(op, o)});")
+        what = cpp_str("output '" + o.name + "'")
+        body.append(f"  tileops::check::require_alloc_fits(kOp, {what}, {shape}, {_dtype_expr(op, o)});")
         body.append("}")
     for o in op.outputs:
         body.append(f"at::Tensor o_{o.name};")
