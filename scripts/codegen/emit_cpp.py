@@ -381,6 +381,30 @@ def emit_out_check(op: Op, o: Output, var: str) -> list[str]:
 # Boundary, Meta, autograd guard per branch
 
 
+def emit_overlap_guards(op: Op, branch: Branch) -> list[str]:
+    """A written tensor (written input or out) may neither overlap itself nor any other argument."""
+    args = [(i.name, tensor_ref(op, i.name), i.optional) for i in op.inputs] + ([("out", "out", False)] if branch.out else [])
+    written = set(branch.writes) | ({"out"} if branch.out else set())
+    body = []
+    for name, t, _ in args:
+        if name in written:
+            body.append(f"tileops::check::require_no_internal_overlap(kOp, {cpp_str(name)}, {t});")
+    for k, (a, ta, a_opt) in enumerate(args):
+        for b, tb, b_opt in args[k + 1:]:
+            if a not in written and b not in written:
+                continue
+            (w, tw), (r, tr, r_opt) = ((a, ta), (b, tb, b_opt)) if a in written else ((b, tb), (a, ta, a_opt))
+            check = f"tileops::check::require_no_overlap(kOp, {cpp_str(w)}, {tw}, {cpp_str(r)}, {tr});"
+            body.append(f"if ({present(op, r)}) {check}" if r_opt else check)
+    return body
+
+
+def _named(body: list[str]) -> list[str]:
+    """A body whose every refusal names the op: errors from torch or the allocator get kOp prefixed."""
+    return (["  try {"] + ["    " + b for b in body]
+            + ["  } catch (...) {", "    tileops::check::rethrow_naming(kOp);", "  }"])
+
+
 def param_value(p: Param) -> str:
     n = p.name
     if p.type == "int[]":
@@ -402,6 +426,28 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     check_args = ", ".join(n for _, _, n in branch_args(op, Branch((), False, ())))
     lines = [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line})"]
 
+    def guards() -> list[str]:
+        """Refusals on real tensors, before any copy, allocation or compute."""
+        body = []
+        if branch.out:
+            o = next(o for o in op.outputs if o.buffer)
+            shape_lines, shape = emit_shape(op, env, o, f"expected_{o.name}")
+            body += shape_lines
+            body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, {_dtype_expr(op, o)});")
+        body += emit_overlap_guards(op, branch)
+        for i in op.inputs:
+            t = tensor_ref(op, i.name)
+            check = f"tileops::check::require_copy_fits(kOp, {cpp_str(i.name)}, {t});"
+            body.append(f"if ({present(op, i.name)}) {check}" if i.optional else check)
+        for o in op.outputs:
+            if (o.aliases and o.aliases in branch.writes) or o.name in branch.without or (o.buffer and branch.out):
+                continue
+            shape_lines, shape = emit_shape(op, env, o, f"limit_{o.name}")
+            body += shape_lines
+            what = cpp_str("output '" + o.name + "'")
+            body.append(f"tileops::check::require_alloc_fits(kOp, {what}, {shape}, {_dtype_expr(op, o)});")
+        return body
+
     def allocate(meta: bool) -> list[str]:
         body = []
         for idx, o in enumerate(op.outputs):
@@ -415,9 +461,11 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
                 continue
             if o.buffer and branch.out:
                 shape_lines, shape = emit_shape(op, env, o, f"expected_{o.name}")
-                body += shape_lines
-                body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, {_dtype_expr(op, o)});")
-                if not meta:
+                if meta:  # the boundary checked it among its guards
+                    body += shape_lines
+                    body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, "
+                                f"{_dtype_expr(op, o)});")
+                else:
                     body.append(f"{var} = out.is_contiguous() ? out : at::empty_symint(out.sym_sizes(), out.options());")
                 continue
             body += emit_output_alloc(op, env, o, var, f"{first.name}.options()")
@@ -427,7 +475,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     lines.append(f"static {ret_t} {name}__boundary({cpp_params(op, branch, True)}) {{")
     lines.append(f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};")
     lines.append(f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp, {check_args});")
-    body = []
+    body = guards()
     for w in branch.writes:
         t = tensor_ref(op, w)
         body.append(f"at::Tensor w_{w} = {t}.is_contiguous() ? {t} : {t}.contiguous();")
@@ -458,7 +506,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
         if o.buffer and branch.out:
             body.append(f"if (!o_{o.name}.is_same(out)) out.copy_(o_{o.name});")
     body.append(_return_stmt(rets))
-    lines += ["  " + b for b in body]
+    lines += _named(body)
     lines.append("}")
 
     # Meta (fake): shapes, dtypes and contiguous strides from the manifest; never builds a kernel.
@@ -493,6 +541,9 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     elif op.pairing is not None:
         hint = (f"; its autograd pairing covers tileops::{op.operator_name(op.pairing.branch())} only "
                 "(no in-place, out= or dropped-output branch)")
+    if branch.out:
+        with_out = "{" + ", ".join(tensors + ["&out"]) + "}"
+        lines.append(f"  tileops::runtime::refuse_out_grad({cpp_str('tileops::' + name)}, {with_out});")
     lines.append(f"  tileops::runtime::refuse_grad({cpp_str('tileops::' + name)}, {tensor_list}"
                  + (f", {cpp_str(hint)}" if hint else "") + ");")
     lines.append("  at::AutoDispatchBelowADInplaceOrView guard;")
@@ -635,12 +686,17 @@ def emit_composite(op: Op, branch: Branch) -> list[str]:
     """A composite op: the generated checks, then the hand-written body in src/composite/."""
     name = op.operator_name(branch)
     check_args = ", ".join(n for _, _, n in branch_args(op, Branch((), False, ())))
-    return [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line}; composed of {', '.join(op.composition)})",
+    lines = [f"// ---- tileops::{name}  ({op.cls}, {op.path}:{op.line}; composed of {', '.join(op.composition)})",
             f"static {return_type(op, branch)} {name}__composite({cpp_params(op, branch, False)}) {{",
             f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};",
-            f"  {op.base_name}__check(kOp{', ' + check_args if check_args else ''});",
-            f"  return tileops::composite::{name}({cpp_arg_names(op, branch, False)});",
-            "}"]
+            f"  {op.base_name}__check(kOp{', ' + check_args if check_args else ''});"]
+    body = []
+    guards = emit_overlap_guards(op, branch)
+    if guards:  # real tensors only: a trace (fake, functional or symbolic tensors) has no memory to compare
+        real = " && ".join(f"tileops::check::is_real({tensor_ref(op, i.name)})" for i in op.inputs if not i.optional)
+        body += [f"if ({real}) {{"] + ["  " + g for g in guards] + ["}"]
+    body.append(f"return tileops::composite::{name}({cpp_arg_names(op, branch, False)});")
+    return lines + _named(body) + ["}"]
 
 
 def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
@@ -652,7 +708,14 @@ def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
              f"static {return_type(op, branch)} {name}__factory({cpp_params(op, branch, False)}) {{",
              f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};",
              f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp{', ' + check_args if check_args else ''});"]
-    body = []
+    body = [f"tileops::check::require_device_available(kOp, {cpp_str(dev)}, {dev});"]
+    for o in op.outputs:
+        shape_lines, shape = emit_shape(op, env, o, f"limit_{o.name}")
+        body.append(f"if (!{dev}.is_meta()) {{  // meta allocates nothing")
+        body += ["  " + x for x in shape_lines]
+        what = cpp_str("output '" + o.name + "'")
+        body.append(f"  tileops::check::require_alloc_fits(kOp, {what}, {shape}, {_dtype_expr(op, o)});")
+        body.append("}")
     for o in op.outputs:
         body.append(f"at::Tensor o_{o.name};")
         body += emit_output_alloc(op, env, o, f"o_{o.name}", f"at::TensorOptions().device({dev})")
@@ -665,7 +728,7 @@ def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
     body.append("  tileops::runtime::invoke(call, std::nullopt);")
     body.append("}")
     body.append(_return_stmt(returned_outputs(op, branch)))
-    lines += ["  " + b for b in body]
+    lines += _named(body)
     lines.append("}")
     return lines
 

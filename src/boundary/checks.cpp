@@ -1,7 +1,11 @@
 #include "boundary/checks.h"
 
+#include <ATen/MemoryOverlap.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
+#include <exception>
+#include <new>
 #include <string>
 
 namespace tileops::check {
@@ -36,6 +40,28 @@ std::string dims_str(c10::SymIntArrayRef dims) {
   std::string out = "[";
   for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + sym_str(dims[i]);
   return out + "]";
+}
+
+std::string bytes_str(int64_t b) {
+  return std::to_string(b) + " bytes (" + std::to_string(b >> 20) + " MiB)";
+}
+
+// Bytes of `dims` elements of `elem` bytes; -1 when the product does not fit in int64.
+int64_t checked_bytes(c10::SymIntArrayRef dims, int64_t elem) {
+  int64_t n = elem;
+  for (const auto& d : dims) {
+    const auto v = d.maybe_as_int();
+    if (!v) return 0;  // symbolic: only the Meta kernel sees those, and it allocates nothing
+    if (__builtin_mul_overflow(n, *v, &n)) return -1;
+  }
+  return n;
+}
+
+[[noreturn]] void fail_too_big(const char* op, const std::string& what, c10::SymIntArrayRef dims,
+                               c10::ScalarType dtype, int64_t bytes) {
+  TORCH_CHECK_VALUE(false, op, ": ", what, " of shape ", dims_str(dims), " and dtype ", dtype_name(dtype), " would take ",
+                    bytes < 0 ? std::string("more than 2^63 bytes") : bytes_str(bytes), ", over the limit of ",
+                    bytes_str(kMaxTensorBytes), " for one tensor (tileops::check::kMaxTensorBytes); split the call");
 }
 
 }  // namespace
@@ -110,6 +136,71 @@ void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& r
                    dtype_name(out.scalar_type()));
   TORCH_CHECK(out.sym_sizes() == shape, op, ": 'out' must have shape ", dims_str(shape), ", got ",
               dims_str(out.sym_sizes()));
+}
+
+bool is_real(const at::Tensor& t) {
+  constexpr c10::DispatchKeySet kTracing({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                          c10::DispatchKey::PythonTLSSnapshot});
+  return !t.is_meta() && !t.key_set().has_any(kTracing) && !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+void require_no_internal_overlap(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op, ": '", arg,
+              "' is written, but some of its elements share one memory location (an expanded or overlapping "
+              "view, strides ", t.strides(), "); pass a tensor that owns its elements, e.g. ", arg, ".clone()");
+}
+
+void require_no_overlap(const char* op, const char* arg, const at::Tensor& t, const char* other_name,
+                        const at::Tensor& other) {
+  const auto status = at::get_overlap_status(t, other);
+  TORCH_CHECK(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial, op, ": '", arg,
+              "' is written and shares memory with '", other_name,
+              "' (written tensors must not overlap any other argument: the result would depend on the order "
+              "of reads and writes); pass separate tensors, e.g. ", other_name, ".clone()");
+}
+
+void require_alloc_fits(const char* op, const char* what, c10::SymIntArrayRef shape, c10::ScalarType dtype) {
+  const int64_t bytes = checked_bytes(shape, static_cast<int64_t>(c10::elementSize(dtype)));
+  if (bytes < 0 || bytes > kMaxTensorBytes) fail_too_big(op, what, shape, dtype, bytes);
+}
+
+void require_copy_fits(const char* op, const char* arg, const at::Tensor& t) {
+  if (t.is_contiguous()) return;
+  const int64_t bytes = checked_bytes(t.sym_sizes(), static_cast<int64_t>(t.element_size()));
+  if (bytes < 0 || bytes > kMaxTensorBytes)
+    fail_too_big(op, std::string("the contiguous copy of non-contiguous '") + arg + "'", t.sym_sizes(),
+                 t.scalar_type(), bytes);
+}
+
+void require_device_available(const char* op, const char* arg, const c10::Device& d) {
+  if (!d.is_cuda()) return;
+  const int64_t count = c10::cuda::device_count();
+  TORCH_CHECK(count > 0, op, ": '", arg, "' is ", d, ", but this process sees no CUDA device (no GPU, driver or "
+              "CUDA_VISIBLE_DEVICES); pass device='cpu' or 'meta'");
+  TORCH_CHECK(!d.has_index() || d.index() < count, op, ": '", arg, "' is ", d, ", but this process sees ", count,
+              " CUDA device", count == 1 ? "" : "s");
+}
+
+void rethrow_naming(const char* op) {
+  const c10::SourceLocation here{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    if (msg.rfind(op, 0) == 0) throw;
+    const std::string named = std::string(op) + ": " + msg;
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) throw c10::OutOfMemoryError(here, named);
+    if (dynamic_cast<const c10::IndexError*>(&e)) throw c10::IndexError(here, named);
+    if (dynamic_cast<const c10::ValueError*>(&e)) throw c10::ValueError(here, named);
+    if (dynamic_cast<const c10::TypeError*>(&e)) throw c10::TypeError(here, named);
+    if (dynamic_cast<const c10::NotImplementedError*>(&e)) throw c10::NotImplementedError(here, named);
+    if (auto* a = dynamic_cast<const c10::AcceleratorError*>(&e))
+      throw c10::AcceleratorError(here, a->get_error_code(), named);
+    throw c10::Error(here, named);
+  } catch (const std::bad_alloc&) {
+    throw c10::OutOfMemoryError(here, std::string(op) + ": out of host memory (std::bad_alloc)");
+  }
+  // Anything else (a Python exception crossing C++, e.g. from a symbolic shape) keeps its identity.
 }
 
 void fail_shape(const char* op, const char* arg, const char* spec, const std::string& where, c10::SymIntArrayRef got) {

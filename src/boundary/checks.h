@@ -24,6 +24,11 @@ bool all_empty(const std::array<at::Tensor, N>& outs) {
   return true;
 }
 
+// The most bytes one output or one contiguous copy of an input may take (docs/DESIGN.md, "Limits"):
+// far above every workload in the manifests, and low enough that a mistyped size is refused at once
+// instead of taking a quarter of an H200 or the host's memory. Larger work: split the call.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 35;  // 32 GiB
+
 c10::SymInt sym_prod(c10::SymIntArrayRef dims);
 c10::ScalarType promote_int_to_float(c10::ScalarType t);
 
@@ -43,6 +48,28 @@ void require_choice(const char* op, const char* arg, c10::ScalarType v, std::ini
 // `out` must have exactly the shape/dtype the manifest gives the output and live on ref's device.
 void require_out_like(const char* op, const at::Tensor& out, const at::Tensor& ref, c10::SymIntArrayRef shape,
                       c10::ScalarType dtype);
+
+// A tensor with memory behind it: not meta, fake, functional or of symbolic shape (a trace).
+bool is_real(const at::Tensor& t);
+
+// Checks the boundary runs on real tensors before it copies, allocates or computes anything.
+// A written tensor (written input or out) whose elements share memory (an expanded view).
+void require_no_internal_overlap(const char* op, const char* arg, const at::Tensor& t);
+// A written tensor `arg` must not share memory with another argument `other_name`.
+void require_no_overlap(const char* op, const char* arg, const at::Tensor& t, const char* other_name,
+                        const at::Tensor& other);
+// An output of `shape` and `dtype` (what: "output 'y'") must fit kMaxTensorBytes.
+void require_alloc_fits(const char* op, const char* what, c10::SymIntArrayRef shape, c10::ScalarType dtype);
+// A non-contiguous input is copied to a contiguous one: that copy must fit kMaxTensorBytes.
+void require_copy_fits(const char* op, const char* arg, const at::Tensor& t);
+// A Device param must name a device this process has (device='cuda' on a machine without CUDA).
+void require_device_available(const char* op, const char* arg, const c10::Device& d);
+
+// Called inside a catch block: rethrows the c10::Error in flight with its message prefixed by `op`
+// (unless it already starts with it), keeping its Python type (TypeError, ValueError, IndexError,
+// OutOfMemoryError...); std::bad_alloc becomes an OutOfMemoryError naming `op`; anything else (a
+// Python exception crossing C++) is rethrown untouched.
+[[noreturn]] void rethrow_naming(const char* op);
 
 [[noreturn]] void fail_shape(const char* op, const char* arg, const char* spec, const std::string& where,
                              c10::SymIntArrayRef got);

@@ -76,7 +76,7 @@ void refuse_build_during_capture(const OpCall& call, const registry::OpKernels& 
                         "same shapes, dtypes and target before capturing");
 }
 
-const Kernel* build(const OpCall& call, registry::OpKernels& ok, const registry::CacheKey& ck) {
+std::shared_ptr<const Kernel> build(const OpCall& call, registry::OpKernels& ok, const registry::CacheKey& ck) {
   if (call.device.is_meta())
     fail_target(call, "refusing to construct a kernel for meta tensors: meta/fake calls answer from the Meta kernel "
                       "and cannot warm up a kernel");
@@ -85,7 +85,7 @@ const Kernel* build(const OpCall& call, registry::OpKernels& ok, const registry:
   {
     std::shared_lock<std::shared_mutex> lock(ok.mu);  // another thread may have built it meanwhile
     auto it = ok.kernels.find(ck);
-    if (it != ok.kernels.end()) return it->second.get();
+    if (it != ok.kernels.end()) return it->second;
   }
   std::shared_ptr<const Kernel> kernel = ok.builder.build(call, ck.key);
   TORCH_CHECK(kernel != nullptr, call.op_name, ": target '", ok.target, "' built no kernel");
@@ -94,13 +94,14 @@ const Kernel* build(const OpCall& call, registry::OpKernels& ok, const registry:
     log::debug("tileops: built " + ok.builder.describe(ck.key) + " for " + call.device.str() + " (target '" +
                ok.target + "')");
   std::unique_lock<std::shared_mutex> lock(ok.mu);
-  return ok.kernels.emplace(ck, std::move(kernel)).first->second.get();
+  return ok.kernels.emplace(ck, std::move(kernel)).first->second;
 }
 
 }  // namespace
 
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target_name) {
-  const Snapshot& snap = registry::current();
+  const registry::Pin pin;
+  const Snapshot& snap = *pin;
   const Target* target = resolve(snap, call, target_name);
   registry::OpKernels* ok = target->ops[call.op_id].get();
   if (ok == nullptr) {
@@ -113,11 +114,12 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
   try {
     const registry::CacheKey ck{ok->builder.identity(call), static_cast<int8_t>(call.device.type()),
                                 static_cast<int8_t>(call.device.index())};
-    const Kernel* kernel = nullptr;
+    // A reference, not a raw pointer: clear_kernel_caches() may drop the entry while this launch runs.
+    std::shared_ptr<const Kernel> kernel;
     {
       std::shared_lock<std::shared_mutex> lock(ok->mu);
       auto it = ok->kernels.find(ck);
-      if (it != ok->kernels.end()) kernel = it->second.get();
+      if (it != ok->kernels.end()) kernel = it->second;
     }
     if (kernel != nullptr) {
       counters::bump(counters::kKernelHits);
@@ -147,6 +149,14 @@ void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs
               ": an input requires grad, but this op has no autograd formula (forward and backward are separate "
               "tileops ops). Call it under torch.no_grad() / torch.inference_mode(), or detach the inputs",
               hint ? hint : "");
+}
+
+void refuse_out_grad(const char* op, std::initializer_list<const at::Tensor*> args) {
+  if (!wants_grad(args)) return;
+  TORCH_CHECK(false, op,
+              ": functions with out=... arguments don't support automatic differentiation, but one of the "
+              "arguments requires grad. Call it under torch.no_grad() / torch.inference_mode(), or pass tensors "
+              "(out included) that do not require grad");
 }
 
 void bump_version(const at::Tensor& t) {

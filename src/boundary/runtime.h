@@ -17,6 +17,8 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target);
 // Autograd guard: error when grad mode is on and an input requires grad (no silent graph drop).
 // `hint` (may be null) is appended, e.g. how to switch on a pairing the op has.
 void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs, const char* hint = nullptr);
+// torch's rule for out= functions: with grad mode on, no argument (inputs or `out`) may require grad.
+void refuse_out_grad(const char* op, std::initializer_list<const at::Tensor*> args);
 // Grad mode is on and an input requires grad: the case an autograd pairing records a graph for.
 bool wants_grad(std::initializer_list<const at::Tensor*> inputs);
 // Version counter bump for tensors a branch writes (what ADInplaceOrView would do).

@@ -43,13 +43,26 @@ size_t BuildKey::hash() const {
 namespace registry {
 namespace {
 
-std::mutex g_write_mu;                          // serialises writers (registration, defaults)
-std::atomic<const Snapshot*> g_current{nullptr};
-std::vector<std::unique_ptr<const Snapshot>> g_history;  // old snapshots stay valid: readers hold raw pointers
-std::vector<std::shared_ptr<const Kernel>> g_retired;    // kernels dropped by clear_kernel_caches()
+std::mutex g_write_mu;      // serialises writers (registration, defaults)
+std::mutex g_published_mu;  // guards g_published only (a leaf lock: readers refresh under it)
+std::shared_ptr<const Snapshot> g_published;
+std::atomic<uint64_t> g_version{1};  // bumped after each publish; readers compare it with their copy's
+std::atomic<int64_t> g_live_snapshots{0};
+std::mutex g_dropped_mu;
+std::vector<std::weak_ptr<const Kernel>> g_dropped;  // kernels dropped by clear_kernel_caches(), for counting
 std::vector<std::string> g_registration_errors;
 std::once_flag g_builtins_once;
 thread_local bool t_in_builtins = false;
+
+// Each thread reads through its own copy of the published snapshot: a hit costs one atomic load
+// (the version) and no reference-count traffic; an old snapshot is freed once no thread holds it.
+struct ThreadView {
+  std::shared_ptr<const Snapshot> snap;
+  uint64_t version = 0;
+  int pins = 0;                                     // open Pins on this thread (calls nest: composites)
+  std::vector<std::shared_ptr<const Snapshot>> held;  // replaced while pinned; dropped at the last unpin
+};
+thread_local ThreadView t_view;
 
 void ensure_builtins() {
   if (t_in_builtins) return;
@@ -65,15 +78,29 @@ void ensure_builtins() {
   });
 }
 
+std::shared_ptr<const Snapshot> counted(std::unique_ptr<Snapshot> s) {
+  g_live_snapshots.fetch_add(1, std::memory_order_relaxed);
+  return std::shared_ptr<const Snapshot>(s.release(), [](const Snapshot* p) {
+    g_live_snapshots.fetch_sub(1, std::memory_order_relaxed);
+    delete p;
+  });
+}
+
 // Caller holds g_write_mu.
 void publish(std::unique_ptr<Snapshot> next) {
-  g_current.store(next.get(), std::memory_order_release);
-  g_history.push_back(std::move(next));
-}
+  auto snap = counted(std::move(next));
+  std::shared_ptr<const Snapshot> old;
+  {
+    std::lock_guard<std::mutex> lock(g_published_mu);
+    old = std::exchange(g_published, std::move(snap));
+    g_version.fetch_add(1, std::memory_order_release);
+  }
+}  // `old` is freed here unless a thread still reads it
 
 std::unique_ptr<Snapshot> copy_current() {
   auto s = std::make_unique<Snapshot>();
-  if (const Snapshot* cur = g_current.load(std::memory_order_acquire)) *s = *cur;
+  std::lock_guard<std::mutex> lock(g_published_mu);
+  if (g_published) *s = *g_published;
   return s;
 }
 
@@ -86,14 +113,36 @@ bool valid_name(const std::string& n) {
 
 }  // namespace
 
-const Snapshot& current() {
+Pin::Pin() {
   ensure_builtins();
-  const Snapshot* s = g_current.load(std::memory_order_acquire);
-  if (s == nullptr) {
-    static const Snapshot kEmpty;
-    return kEmpty;
+  ThreadView& v = t_view;
+  const uint64_t version = g_version.load(std::memory_order_acquire);
+  if (v.version != version) {
+    std::shared_ptr<const Snapshot> fresh;
+    {
+      std::lock_guard<std::mutex> lock(g_published_mu);
+      fresh = g_published;
+      v.version = g_version.load(std::memory_order_relaxed);
+    }
+    if (v.pins > 0 && v.snap) v.held.push_back(std::move(v.snap));  // an outer Pin on this thread still reads it
+    v.snap = std::move(fresh);
   }
-  return *s;
+  ++v.pins;
+  static const Snapshot kEmpty;
+  snap_ = v.snap ? v.snap.get() : &kEmpty;
+}
+
+Pin::~Pin() {
+  ThreadView& v = t_view;
+  if (--v.pins == 0 && !v.held.empty()) v.held.clear();
+}
+
+int64_t live_snapshots() { return g_live_snapshots.load(std::memory_order_relaxed); }
+
+int64_t live_dropped_kernels() {
+  std::lock_guard<std::mutex> lock(g_dropped_mu);
+  std::erase_if(g_dropped, [](const auto& w) { return w.expired(); });
+  return static_cast<int64_t>(g_dropped.size());
 }
 
 const Target* find(const Snapshot& s, std::string_view name) {
@@ -205,7 +254,8 @@ bool unregister_target(const std::string& name) {
 
 std::vector<std::string> target_names() {
   std::vector<std::string> out;
-  for (const auto& t : registry::current().targets) out.push_back(t->name);
+  const registry::Pin snap;
+  for (const auto& t : snap->targets) out.push_back(t->name);
   return out;
 }
 
@@ -226,7 +276,8 @@ void set_default_target(const std::optional<std::string>& name) {
 }
 
 std::optional<std::string> default_target() {
-  const auto* t = registry::current().default_target;
+  const registry::Pin snap;
+  const auto* t = snap->default_target;
   return t ? std::optional<std::string>(t->name) : std::nullopt;
 }
 
@@ -244,13 +295,15 @@ void clear_cubin_cache();  // src/targets/nvrtc/nvrtc_target.cpp
 
 void clear_kernel_caches() {
   using namespace registry;
-  const Snapshot& s = current();
-  for (const auto& t : s.targets)
+  const Pin s;
+  for (const auto& t : s->targets)
     for (const auto& ok : t->ops) {
       if (!ok) continue;
       std::unique_lock<std::shared_mutex> lock(ok->mu);
-      std::lock_guard<std::mutex> wl(g_write_mu);
-      for (auto& [k, v] : ok->kernels) g_retired.push_back(v);  // a launch may still hold a raw pointer
+      std::lock_guard<std::mutex> dl(g_dropped_mu);
+      std::erase_if(g_dropped, [](const auto& w) { return w.expired(); });
+      // A launch in flight holds its own reference: the kernel is freed when that launch returns.
+      for (auto& [k, v] : ok->kernels) g_dropped.push_back(v);
       ok->kernels.clear();
     }
   nvrtc::clear_cubin_cache();

@@ -1,5 +1,6 @@
 // Internal view of the target registry (public API: include/tileops/target.h).
-// Readers take an immutable snapshot with one atomic load: no lock on the call path.
+// Readers pin an immutable snapshot (one atomic load when nothing changed): no lock on the call path;
+// a snapshot is freed when the last thread that pinned or cached it moves on.
 #pragma once
 
 #include "tileops/target.h"
@@ -46,7 +47,24 @@ struct Snapshot {
   const Target* default_target = nullptr;  // process default, or null (detect)
 };
 
-const Snapshot& current();
+// The published snapshot, valid while the Pin lives (Pins nest on a thread).
+class Pin {
+ public:
+  Pin();
+  ~Pin();
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  const Snapshot& operator*() const { return *snap_; }
+  const Snapshot* operator->() const { return snap_; }
+
+ private:
+  const Snapshot* snap_;
+};
+
+// For tests: snapshots alive (published, cached by a thread or pinned), and kernels dropped by
+// clear_kernel_caches() that a launch still holds.
+int64_t live_snapshots();
+int64_t live_dropped_kernels();
 const Target* find(const Snapshot& s, std::string_view name);
 std::string names_of(const Snapshot& s);
 
