@@ -1,5 +1,5 @@
 // The activation functions of the activation family, in float32 (torch's opmath for fp16/bf16).
-// ACT ids are shared with the host (src/targets/nvrtc/activation_fwd.h: enum class Act).
+// ACT ids are shared with the host (src/targets/nvrtc/activation/activation.h: enum class Act).
 #pragma once
 
 namespace tileops {

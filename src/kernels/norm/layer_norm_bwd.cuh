@@ -5,7 +5,7 @@
 // its own mean (LnStats below; never a one-pass E[x^2]).
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW / DB: also leave this CTA's
 // partial rows in part_w / part_b [blockIdx.x][N] (norm_bwd_reduce sums them).
-// Host side: src/targets/nvrtc/norm_layer_norm_bwd.cpp; requires N % VEC == 0 and pointers aligned to
+// Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
 // VEC * sizeof(T) bytes.
 #pragma once
 #include "common/dtypes.cuh"
@@ -99,10 +99,10 @@ __device__ __forceinline__ LnStats ln_group_stats(LnStats s, float* scratch) {
 }  // namespace norm_bwd
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool DB, bool SMEM,
-          bool ACC_REG, unsigned EPS_BITS>
+          bool ACC_REG>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
-               float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
+               float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
   using FV = FVec<VEC>;
@@ -205,7 +205,7 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
     }
     st = ln_group_stats<TPR, kEqual>(st, &scratch[s][sg][0]);
     const float mean = st.mu;
-    const float rs = rsqrtf(st.m2 / N + __uint_as_float(EPS_BITS));
+    const float rs = rsqrtf(st.m2 / N + eps);
     const float mean_g = st.g / N;
     const float coef = rs * rs * (st.gx / N);  // xh * mean(g * xh) = (x - mu) * coef
 

@@ -1,5 +1,5 @@
 // Machinery shared by the RMSNorm and LayerNorm backward kernels (rms_norm_bwd.cuh,
-// layer_norm_bwd.cuh). Host side: src/targets/nvrtc/norm_rms_norm_bwd.cpp.
+// layer_norm_bwd.cuh). Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp.
 //
 // Layout of the main kernels: a persistent grid of G CTAs (G fixed per build and device, so the
 // dweight/dbias summation order never changes); a CTA holds ROWS row groups of TPR threads and walks
@@ -253,8 +253,8 @@ __device__ __forceinline__ void store_partials(const FVec<VEC> (&acc)[PER], floa
 // Sums the workspace rows part[0 .. parts-1][n] per column, in a fixed order (warp w adds rows w,
 // w + kReduceWarps, ... in turn, then the warps' sums are added in warp order), and rounds once to T.
 // parts == 0 (no rows) writes zeros. Grid: ceil(n / 32) CTAs of 32 * kReduceWarps threads, two an SM
-// (registers capped at 32); lane = column. 32 warps, not 8: with one CTA per 32 columns the loads in flight per SM bound this kernel
-// (ncu: 6.2 us of 107 for 16384x4096 at 8 warps, long-scoreboard stalls; docs/PERF.md).
+// (registers capped at 32); lane = column. 32 warps, not 8: with one CTA per 32 columns the loads
+// in flight per SM bound this kernel (docs/PERF.md).
 constexpr int kReduceWarps = 32;
 
 template <typename T, bool DW, bool DB>

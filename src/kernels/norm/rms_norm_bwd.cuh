@@ -4,7 +4,7 @@
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW: also leave this CTA's dweight
 // partial row in part_w[blockIdx.x][N] (norm_bwd_reduce sums them). part_b is unused (the launch
 // arguments are shared with layer_norm_bwd).
-// Host side: src/targets/nvrtc/norm_rms_norm_bwd.cpp; requires N % VEC == 0 and pointers aligned to
+// Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
 // VEC * sizeof(T) bytes.
 #pragma once
 #include "common/dtypes.cuh"
@@ -13,10 +13,10 @@
 namespace tileops {
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool SMEM,
-          bool ACC_REG, unsigned EPS_BITS>
+          bool ACC_REG>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
-             float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
+             float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
   using FV = FVec<VEC>;
@@ -95,7 +95,7 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
       });
     }
     group_sum<TPR, 2>(sums, &scratch[s][TPR > 32 ? grp : 0][0]);
-    const float rs = rsqrtf(sums[0] / N + __uint_as_float(EPS_BITS));
+    const float rs = rsqrtf(sums[0] / N + eps);
     const float coef = rs * rs * (sums[1] / N);
     if (active) {
       V* dxr = reinterpret_cast<V*>(dx) + r * kVecs;

@@ -26,9 +26,10 @@
 
 namespace tileops {
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS, bool ADD_RESIDUAL>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, bool ADD_RESIDUAL>
 __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, const T* residual_in, T* residual_out,
-                                                     const T* __restrict__ w, T* __restrict__ y, long long rows) {
+                                                     const T* __restrict__ w, T* __restrict__ y, long long rows,
+                                                     float eps) {
   using V = Vec<T, VEC>;
   static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
   constexpr int kVecs = N / VEC;
@@ -97,7 +98,7 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
 #pragma unroll
       for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
     }
-    const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+    const float rs = rsqrtf(total / N + eps);
     Stager::template for_each<kExact>(count, [&](int i, int c) {
       const V v = stage[c];
       V wv;
@@ -110,17 +111,17 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
                                        normalise);
 }
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT>
 __global__ void __launch_bounds__(TPB)
-rms_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
-  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(x, nullptr, nullptr, w, y, rows);
+rms_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, float eps) {
+  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, false>(x, nullptr, nullptr, w, y, rows, eps);
 }
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT>
 __global__ void __launch_bounds__(TPB)
 fused_add_rms_norm_fwd_staged(const T* __restrict__ x, const T* residual_in, T* residual_out,
-                              const T* __restrict__ w, T* __restrict__ y, long long rows) {
-  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(x, residual_in, residual_out, w, y, rows);
+                              const T* __restrict__ w, T* __restrict__ y, long long rows, float eps) {
+  rms_norm_staged_rows<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, true>(x, residual_in, residual_out, w, y, rows, eps);
 }
 
 }  // namespace tileops
