@@ -4,10 +4,7 @@
 // registers, which bounds its CTAs an SM (docs/PERF.md). Here a CTA holds no loads in flight and few registers, so occupancy is bounded by shared memory;
 // Mean and variance: two exact passes over shared memory, or with ONE_PASS (bfloat16 rows up to
 // 32 KB, see the host) one pass of shifted sums and one reduction.
-// Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
-// while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
-// Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
-// the walk is longer than a row.
+// Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
 #pragma once
 #include "common/bulk_copy.cuh"
 #include "common/dtypes.cuh"
@@ -31,26 +28,26 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
   constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % TPB == 0;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[2 * kParts];
+  __shared__ __align__(8) unsigned long long landed[kParts];
   __shared__ __align__(8) float scratch[TPB > 32 ? TPB / 16 : 2];  // a float2 a warp for ONE_PASS
 
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
   const V* wr = reinterpret_cast<const V*>(w);
   const V* br = reinterpret_cast<const V*>(b);
-  auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
-  auto normalise = [&](int slot, unsigned use, long long row) {
-    const V* stage = stager.row(slot);
+  auto issue = [&](long long r) { stager.issue(kVecs, reinterpret_cast<const V*>(x + r * N)); };
+  auto normalise = [&](long long row) {
+    const V* stage = stager.row();
     V* yr = reinterpret_cast<V*>(y + row * N);
 
     float mean, rstd;
     if constexpr (ONE_PASS) {
       // Sums of d = x - K and d^2 in one pass and one reduction, K the row's first element: the
       // shift keeps E[d^2] - E[d]^2 from cancelling (K lies within the row's spread).
-      stager.wait(slot, 0, use);  // part 0 holds element 0 (every thread waits, whatever it owns)
+      stager.wait(0);  // part 0 holds element 0 (every thread waits, whatever it owns)
       const float k = to_float(stage[0].v[0]);
       float2 acc = make_float2(0.f, 0.f);
       Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
-        stager.wait(slot, i, use);
+        stager.wait(i);
         const V v = stage[c];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -69,7 +66,7 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
     } else {
       float sum = 0.f;
       Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
-        stager.wait(slot, i, use);
+        stager.wait(i);
         const V v = stage[c];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) sum += to_float(v.v[j]);
@@ -93,7 +90,7 @@ layer_norm_fwd_staged(const T* __restrict__ x, const T* __restrict__ w, const T*
       yr[c] = layer_norm_affine<HAS_WEIGHT, HAS_BIAS>(v, wv, bv, mean, rstd);
     });
   };
-  bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, [] {}, normalise);
+  bulk::stage_row(stager, blockIdx.x, rows, issue, [] {}, normalise);
 }
 
 }  // namespace tileops
