@@ -195,6 +195,37 @@ struct RowSource {
   }
 };
 
+// The start both backward kernels share: group `grp`'s row source, the weight's shared copy (SMEM:
+// group 0's asynchronous copies, a commit group of their own ahead of the first row's, so both are in
+// flight together; the first iteration waits for both and synchronises before any thread reads the
+// weight) and the first row's prefetch. weight(c) reads vector c of the weight.
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool SMEM, bool UNROLL>
+struct RowStart {
+  using V = Vec<T, VEC>;
+  using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
+  Source src;
+  const V* wg;
+  unsigned wsm;  // SMEM: shared address of the weight's copy, after the stages
+
+  __device__ __forceinline__ RowStart(const T* x, const T* dy, const T* w, unsigned smem_base, long long rows, int t,
+                                      int grp)
+      : src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
+            smem_base + grp * 2 * Source::kVecs * Source::kVB, rows},
+        wg(reinterpret_cast<const V*>(w)),
+        wsm(smem_base + Source::kStageBytes) {
+    if constexpr (SMEM && HAS_WEIGHT) {
+      if (grp == 0)
+        for_my_vecs<TPR, Source::kVecs, UNROLL>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
+      copy_async_commit();
+    }
+    src.template prefetch<UNROLL>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
+  }
+  __device__ __forceinline__ V weight(int c) const {
+    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
+    else return wg[c];
+  }
+};
+
 // One thread's per-column partials of one gradient: VEC floats per owned vector (accessed 16 bytes
 // at a time at most: that is all the alignment shared memory and the workspace rows promise).
 template <int VEC>

@@ -34,24 +34,9 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
 
   const int t = threadIdx.x % TPR;
   const int grp = threadIdx.x / TPR;
-  const V* wg = reinterpret_cast<const V*>(w);
-  using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
-  const unsigned smem_base = smem_address(smem);
-  const unsigned wsm = smem_base + Source::kStageBytes;  // SMEM: the weight's shared copy
-  const Source src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
-                   smem_base + grp * 2 * kVecs * Source::kVB, rows};
-  if constexpr (SMEM && HAS_WEIGHT) {
-    // The weight is read by every row: one shared copy. Its asynchronous copies (group 0's threads)
-    // are a commit group of their own, ahead of the first row's, so both are in flight together; the
-    // first iteration waits for both and synchronises before any thread reads the weight.
-    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
-    copy_async_commit();
-  }
-  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
-  auto weight = [&](int c) -> V {
-    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
-    else return wg[c];
-  };
+  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll> start(x, dy, w, smem_address(smem), rows, t, grp);
+  const auto& src = start.src;
+  auto weight = [&](int c) -> V { return start.weight(c); };
 
   FV acc[ACC_REG && DW ? kPer : 1];
 #pragma unroll
