@@ -68,9 +68,8 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
     V cache[kPerThread];
     V wcache[kPrefetch && HAS_WEIGHT ? kPerThread : 1];
     V bcache[kPrefetch && HAS_BIAS ? kPerThread : 1];
-    // Every load is issued before the first use. With one loop that summed each vector as it
-    // arrived, 4096x16384 bf16 ran at 0.53 of copy (ncu: long-scoreboard stalls at 2 CTAs an SM,
-    // 128 registers); with the loops split, 0.90 (docs/PERF.md).
+    // Every load is issued before the first use: one loop that summed each vector as it arrived
+    // stalled on each load in turn (docs/PERF.md).
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;

@@ -1,9 +1,8 @@
 // Softmax / log-softmax forward, staged rows (sm_90+, 16-byte accesses): same semantics as
 // softmax_fwd.cuh, one row per CTA, brought into shared memory by bulk asynchronous copies
 // (common/bulk_copy.cuh) in parts of TPB vectors; the (max, sum of exp) pass and the output pass
-// read shared memory. The register kernel reached 0.85 of copy on 4096 x 4096 bf16 (ncu: long-
-// scoreboard stalls, 54 % achieved occupancy; PERF.md): here a CTA holds no loads in flight and few
-// registers, so more rows are in flight an SM.
+// read shared memory. The register kernel stalls on its loads at low occupancy (docs/PERF.md): here
+// a CTA holds no loads in flight and few registers, so more rows are in flight an SM.
 // Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
 #pragma once
 #include "common/bulk_copy.cuh"
