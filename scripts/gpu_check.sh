@@ -5,7 +5,8 @@
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
 # PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not),
-# SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="TILEOPS_X=1 TILEOPS_X=2", PROFILE=1|"names".
+# SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="key=1 key=2,other=3" (TILEOPS_TUNE
+# settings), PROFILE=1|"names".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Logs and JSON go to a work folder; on exit they are packed into one archive,
@@ -45,12 +46,12 @@ grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
 fi
 
 if [ -n "${SWEEP_ENV:-}" ]; then
-  # SWEEP_ENV="A=1 A=2,B=3": one `sweep.py $SWEEP_ARGS` (default --norm) process per
-  # space-separated item, with its comma-separated knob settings in the environment (planner knobs
-  # are read once per process).
-  step "knob sweep"
+  # SWEEP_ENV="a=1 a=2,b=3": one `sweep.py $SWEEP_ARGS` (default --norm) process per
+  # space-separated item, run with TILEOPS_TUNE=<item> (read once per process; keys:
+  # python3 scripts/bench/sweep.py --list-tune).
+  step "tuning sweep"
   for item in $SWEEP_ENV; do
-    (cd scripts/bench && env ${item//,/ } $PY sweep.py ${SWEEP_ARGS:---norm}) 2>&1 | grep -v "^W[0-9]" | tee -a "$OUT/sweep.txt" || status=1
+    (cd scripts/bench && TILEOPS_TUNE="$item" $PY sweep.py ${SWEEP_ARGS:---norm}) 2>&1 | grep -v "^W[0-9]" | tee -a "$OUT/sweep.txt" || status=1
   done
 fi
 
@@ -72,10 +73,10 @@ fi
 
 [ -n "${SKIP_BENCH:-}" ] && exit $status
 step "benchmarks"
-# Optional tuning experiment (BENCH_VARIANTS=1): 8 vectors per thread first (the knob is read once
-# per process, hence a separate run).
+# Optional tuning experiment (BENCH_VARIANTS=1): 8 vectors per thread first (TILEOPS_TUNE is read
+# once per process, hence a separate run).
 if [ -n "${BENCH_VARIANTS:-}" ]; then
-  TILEOPS_RMS_VECS_PER_THREAD=8 $PY scripts/bench/bench_norm.py --json "$OUT/bench_vpt8.json" ${BENCH_ARGS:-} \
+  TILEOPS_TUNE=rms_vecs_per_thread=8 $PY scripts/bench/bench_norm.py --json "$OUT/bench_vpt8.json" ${BENCH_ARGS:-} \
     >"$OUT/bench_vpt8.txt" 2>&1 || status=1
   grep -A12 "^workload" "$OUT/bench_vpt8.txt" | grep -v "^$" | sed 's/^/[vpt8] /' | head -9
 fi

@@ -1,20 +1,19 @@
 """Tuning sweep (not a test): times a few of our kernels beside a copy of the same bytes under the
-planner knobs in the environment, read once per process, so run one process per setting:
-  cluster shape (RMSNorm 64x131072, softmax 4x128256 bf16): TILEOPS_CLUSTER_CTA_BYTES,
-      TILEOPS_CLUSTER_VPT, TILEOPS_CLUSTER_MAX, TILEOPS_STAGED_VPT (the staged RMSNorm cluster);
-      --cluster: those rows alone, with the fused add (register cluster) beside them;
-  elementwise grid (Relu, Silu 8192x8192 bf16): TILEOPS_ACT_CTAS_PER_SM (0 = one trip a thread);
-  --norm: row-per-CTA kernels (RMSNorm, LayerNorm, fused add, softmax) under TILEOPS_RMS_VECS_PER_THREAD,
-      TILEOPS_SOFTMAX_VECS_PER_THREAD, and the staged rows under TILEOPS_STAGED_MIN_ROW_BYTES (which rows
-      are staged; a huge value turns staging off), TILEOPS_STAGED_ROW_VPT, TILEOPS_STAGED_WALK=1 (persistent
-      CTAs walking rows; TILEOPS_STAGED_WALK_CTAS_PER_SM caps them), TILEOPS_LN_ONE_PASS and
-      TILEOPS_LN_CACHE_AFFINE (LayerNorm's staged statistics and weight/bias); --softmax: the softmax rows alone;
-  --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]) under TILEOPS_NORM_BWD_* knobs, beside a
-      copy of the op's 3*M*N elements.
-    for b in 16384 32768; do TILEOPS_CLUSTER_CTA_BYTES=$b python3 scripts/bench/sweep.py; done
+tuning overrides in TILEOPS_TUNE="key=value,..." (read once per process, so run one process per
+setting; --list-tune prints the keys, their ranges and what they set):
+  default: cluster rows (RMSNorm 64x131072, softmax 4x128256 bf16: cluster_cta_bytes, cluster_vpt,
+      cluster_max, staged_cluster_vpt) and the elementwise grid (Relu, Silu 8192x8192 bf16:
+      act_ctas_per_sm); --cluster: the cluster rows alone, with the fused add beside them;
+  --norm: row-per-CTA and staged rows (RMSNorm, LayerNorm, fused add, softmax: rms_vecs_per_thread,
+      softmax_vecs_per_thread, staged_min_row_bytes (a huge value turns staging off), staged_row_vpt);
+      --softmax: the softmax rows alone;
+  --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]: norm_bwd_*), beside a copy of the
+      op's 3*M*N elements.
+    for b in 16384 32768; do TILEOPS_TUNE=cluster_cta_bytes=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 
@@ -76,10 +75,12 @@ def bwd_rows(ops) -> list[str]:
 
 
 def main() -> None:
-    tileops.load()
-    knobs = " ".join(f"{k}={os.environ[k]}" for k in sorted(os.environ)
-                     if k.startswith(("TILEOPS_CLUSTER_", "TILEOPS_STAGED_", "TILEOPS_ACT_", "TILEOPS_RMS_", "TILEOPS_SOFTMAX_",
-                                   "TILEOPS_LN_", "TILEOPS_NORM_BWD_"))) or "defaults"
+    lib = tileops.load()
+    if "--list-tune" in sys.argv:
+        lib.tileops_tuning_keys.restype = ctypes.c_char_p
+        print(lib.tileops_tuning_keys().decode(), end="")
+        return
+    knobs = os.environ.get("TILEOPS_TUNE") or "defaults"
     ops = torch.ops.tileops
     if "--softmax" in sys.argv:
         print(f"[{knobs}] " + " | ".join(norm_rows(ops, softmax_only=True)))

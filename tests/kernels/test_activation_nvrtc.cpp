@@ -10,12 +10,12 @@
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
-#include "targets/nvrtc/activation_fwd.h"
+#include "targets/nvrtc/activation/activation.h"
 
 namespace {
 
 using tileops::nvrtc::Act;
-using tileops::nvrtc::ActivationPlan;
+using ActivationPlan = tileops::nvrtc::ActivationSpec;
 using tileops::nvrtc::activation_vec;
 
 class ActivationCompiles

@@ -410,7 +410,7 @@ def _driver_version():
 
 def test_dependent_launch_of_the_reduction_equals_the_plain_launch_bitwise():
     """sm_90+ with a CUDA 12.3+ driver: norm_bwd_reduce is a programmatic dependent launch (it may
-    start before the main kernel ends and waits for it, grid_dependency.cuh); TILEOPS_NORM_BWD_PDL=0
+    start before the main kernel ends and waits for it, grid_dependency.cuh); TILEOPS_TUNE=norm_bwd_plain_reduce=1
     launches it plainly. Both give bitwise the same gradients, eagerly and in graph replays, and
     those match float64: a reduction that read the partial rows early would differ. What this cannot
     show is that the launches overlapped (the bits are the same either way); the build's debug log
@@ -429,7 +429,7 @@ def test_dependent_launch_of_the_reduction_equals_the_plain_launch_bitwise():
             out = os.path.join(tmp, f"pdl{pdl}.pt")
             # The kernels' cache (TILEOPS_CACHE_DIR, if set) is shared: their sources do not depend on
             # the launch mode.
-            env = dict(os.environ, TILEOPS_NORM_BWD_PDL=pdl, TILEOPS_LOG_LEVEL="debug",
+            env = dict(os.environ, TILEOPS_TUNE="" if pdl == "1" else "norm_bwd_plain_reduce=1", TILEOPS_LOG_LEVEL="debug",
                        PYTHONPATH=os.pathsep.join([os.path.join(root, "python"), os.path.join(root, "tests")]))
             code = (f"import sys; sys.path.insert(0, {here!r}); import test_norm_bwd_gpu as t; "
                     f"t._dependent_reduce_child({out!r})")

@@ -10,13 +10,41 @@
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
-#include "targets/nvrtc/norm_rms_norm_bwd.h"
+#include "targets/nvrtc/norm/norm_bwd.h"
 #include "targets/nvrtc/nvrtc_target.h"
 
 namespace {
 
-using tileops::nvrtc::NormBwdPlan;
-using tileops::nvrtc::plan_norm_bwd;
+using tileops::nvrtc::DeviceFacts;
+using NormBwdPlan = tileops::nvrtc::NormBwdSpec;
+
+// The spec of a problem on a device whose shared memory leaves `smem_budget` for stages (the H200's
+// by default), compiled for `arch`.
+NormBwdPlan plan_norm_bwd(c10::ScalarType dtype, int64_t n, bool layer, bool weight, bool dw, bool db, int max_vec,
+                          int smem_budget = tileops::nvrtc::kNormBwdSmemBudget, const char* arch = "sm_90a") {
+  DeviceFacts dev = tileops::nvrtc::named_device_facts("h200");
+  dev.max_smem_optin = smem_budget + tileops::nvrtc::kNormBwdStaticSmem;
+  dev.arch = arch;
+  return tileops::nvrtc::plan_norm_bwd(tileops::nvrtc::NormBwdProblem{layer, dtype, n, max_vec, weight, dw, db}, dev);
+}
+tileops::jit::KernelSource norm_bwd_source(NormBwdPlan p, const char* arch) {
+  p.arch = arch;
+  return p.sources()[0];
+}
+std::string norm_bwd_name(NormBwdPlan p, const char* arch) {
+  p.arch = arch;
+  return p.name();
+}
+// An SM of `smem` bytes of shared memory (threads, blocks, reserved as on the H200).
+DeviceFacts sm_of(int threads, int blocks, int smem, int reserved, int sm_count = 132) {
+  DeviceFacts d = tileops::nvrtc::named_device_facts("h200");
+  d.threads_per_sm = threads;
+  d.blocks_per_sm = blocks;
+  d.smem_per_sm = smem;
+  d.reserved_smem = reserved;
+  d.sm_count = sm_count;
+  return d;
+}
 
 struct BwdCase {
   c10::ScalarType dtype;
@@ -59,8 +87,8 @@ class NormBwdCompiles : public ::testing::TestWithParam<std::tuple<BwdCase, cons
 TEST_P(NormBwdCompiles, ToCubinWithoutSpills) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const auto& [c, arch] = GetParam();
-  const NormBwdPlan p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, 1e-5f, c.max_vec);
-  const auto src = tileops::nvrtc::norm_bwd_source(p, arch);
+  const NormBwdPlan p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, c.max_vec);
+  const auto src = norm_bwd_source(p, arch);
   SCOPED_TRACE(c.what + std::string(": ") + src.name);
   const auto cubin = tileops::jit::compile_to_cubin(strict(src));
   EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
@@ -90,8 +118,8 @@ TEST(NormBwdCompilesExhaustive, EveryPlanTheGpuTestsUse) {
           for (bool layer : {false, true}) {
             for (bool weight : {true, false}) {
               for (int grads = 0; grads < (layer ? 4 : 2); ++grads) {
-                const auto p = plan_norm_bwd(dtype, n, layer, weight, grads & 1, grads & 2, 1e-5f, max_vec);
-                const auto src = tileops::nvrtc::norm_bwd_source(p, arch);
+                const auto p = plan_norm_bwd(dtype, n, layer, weight, grads & 1, grads & 2, max_vec);
+                const auto src = norm_bwd_source(p, arch);
                 if (!done.insert(src.name).second) continue;
                 if (match && src.name.find(match) == std::string::npos) continue;
                 SCOPED_TRACE(src.name);
@@ -122,7 +150,7 @@ TEST_P(NormBwdReduceCompiles, ToCubin) {
 INSTANTIATE_TEST_SUITE_P(Archs, NormBwdReduceCompiles, ::testing::Values("sm_80", "sm_90a"));
 
 TEST(NormBwdPlan, LlamaRowsAreStagedWithRegisterPartials) {
-  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8);
   EXPECT_EQ(p.vec, 8);
   EXPECT_EQ(p.tpr, 128);  // 4 vectors of 8 a thread
   EXPECT_EQ(p.rows, 2);   // 256-thread CTAs
@@ -130,33 +158,33 @@ TEST(NormBwdPlan, LlamaRowsAreStagedWithRegisterPartials) {
   EXPECT_TRUE(p.acc_reg);
   EXPECT_EQ(p.smem_bytes, 2 * 2 * 2 * 4096 * 2 + 4096 * 2);  // two stages of two rows of x and dy, weight
   EXPECT_GE(p.min_blocks, 2);
-  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 8);
   EXPECT_TRUE(ln.smem && ln.acc_reg && ln.db);
   EXPECT_GE(ln.min_blocks, 2);
 }
 
 TEST(NormBwdPlan, AccessWidthFollowsRowAndAlignment) {
-  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8).vec, 1);
-  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4096, false, true, true, false, 1e-6f, 2).vec, 2);
-  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 4096, false, true, true, false, 1e-6f, 4).vec, 4);
+  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 8).vec, 1);
+  EXPECT_EQ(plan_norm_bwd(c10::kHalf, 4096, false, true, true, false, 2).vec, 2);
+  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 4096, false, true, true, false, 4).vec, 4);
   // 2-byte accesses cannot go through cp.async: the rows are read from global memory.
-  EXPECT_FALSE(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8).smem);
+  EXPECT_FALSE(plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 8).smem);
 }
 
 TEST(NormBwdPlan, ShortRowsShareACtaLongRowsStream) {
-  const auto small = plan_norm_bwd(c10::kBFloat16, 64, false, true, true, false, 1e-6f, 8);
+  const auto small = plan_norm_bwd(c10::kBFloat16, 64, false, true, true, false, 8);
   EXPECT_LE(small.tpr, 32);
   EXPECT_EQ(small.threads(), 256);
   EXPECT_TRUE(small.acc_reg);
-  const auto wide = plan_norm_bwd(c10::kBFloat16, 65536, false, true, true, false, 1e-6f, 8);
+  const auto wide = plan_norm_bwd(c10::kBFloat16, 65536, false, true, true, false, 8);
   EXPECT_FALSE(wide.smem);
   EXPECT_FALSE(wide.acc_reg);  // partials in the workspace row
   EXPECT_EQ(wide.rows, 1);
-  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
+  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 4);
   EXPECT_EQ(huge.tpr, 1024);
   EXPECT_FALSE(huge.acc_reg);
   for (const auto& c : kCases) {
-    const auto p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, 1e-5f, c.max_vec);
+    const auto p = plan_norm_bwd(c.dtype, c.n, c.layer, c.weight, c.dw, c.db, c.max_vec);
     SCOPED_TRACE(case_name(c));
     EXPECT_TRUE(p.acc_reg || p.rows == 1);
     EXPECT_LE(p.smem_bytes, tileops::nvrtc::kNormBwdSmemBudget);
@@ -168,49 +196,48 @@ TEST(NormBwdPlan, ShortRowsShareACtaLongRowsStream) {
 
 TEST(NormBwdPlan, SharedMemoryBudgetIsRespected) {
   // A device with 48 KB per block gets no 72 KB stages.
-  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 1e-6f, 8, 48 * 1024);
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8, 48 * 1024);
   EXPECT_FALSE(p.smem);
   EXPECT_LE(p.smem_bytes, 48 * 1024);
 }
 
 TEST(NormBwdPlan, GridIsFixedByPlanAndDevice) {
-  using tileops::nvrtc::SmResources;
-  const SmResources h200{2048, 32, 228 * 1024, 1024};
+  const DeviceFacts h200 = sm_of(2048, 32, 228 * 1024, 1024);
   // Staged RMSNorm rows: one CTA an SM (measured faster than the min_blocks the registers allow).
-  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
+  const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8);
   EXPECT_GE(p.min_blocks, 2);
   EXPECT_EQ(p.grid_per_sm, 1);
   EXPECT_EQ(tileops::nvrtc::norm_bwd_blocks_per_sm(p, h200), 1);
-  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(p, 132, h200), 132);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(p, h200), 132);
   // LayerNorm fills the SM up to min_blocks.
-  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 8);
   const int per_sm = tileops::nvrtc::norm_bwd_blocks_per_sm(ln, h200);
   EXPECT_GE(per_sm, 2);
   EXPECT_EQ(per_sm, ln.min_blocks);
-  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(ln, 132, h200), 132 * per_sm);
+  EXPECT_EQ(tileops::nvrtc::norm_bwd_max_grid(ln, h200), 132 * per_sm);
   // Not measured at one CTA an SM, so they keep min_blocks: unstaged rows (2-byte accesses), dx
   // alone (no partial rows), rows under 8 KB (several a CTA).
-  const auto gm = plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 1e-6f, 8);
+  const auto gm = plan_norm_bwd(c10::kHalf, 4095, false, true, true, false, 8);
   EXPECT_FALSE(gm.smem);
   EXPECT_EQ(gm.grid_per_sm, gm.min_blocks);
-  const auto dx_only = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, FLT_EPSILON, 8);
+  const auto dx_only = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, 8);
   EXPECT_TRUE(dx_only.smem);
   EXPECT_EQ(dx_only.grid_per_sm, dx_only.min_blocks);
   EXPECT_GE(dx_only.min_blocks, 2);
-  const auto short_rows = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, FLT_EPSILON, 8);
+  const auto short_rows = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, 8);
   EXPECT_TRUE(short_rows.smem);
   EXPECT_GT(short_rows.rows, 1);
   EXPECT_EQ(short_rows.grid_per_sm, short_rows.min_blocks);
   EXPECT_GE(short_rows.min_blocks, 2);
-  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 2048, false, true, true, false, FLT_EPSILON, 4).grid_per_sm, 1);  // 8 KB
+  EXPECT_EQ(plan_norm_bwd(c10::kFloat, 2048, false, true, true, false, 4).grid_per_sm, 1);  // 8 KB
   // Shared memory bounds the CTAs a SM holds.
-  const SmResources small{2048, 32, 100 * 1024, 1024};
+  const DeviceFacts small = sm_of(2048, 32, 100 * 1024, 1024);
   EXPECT_LE(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small) * (ln.smem_bytes + tileops::nvrtc::kNormBwdStaticSmem),
             100 * 1024);
   EXPECT_LT(tileops::nvrtc::norm_bwd_blocks_per_sm(ln, small), per_sm);
   // Very long rows: the workspace [grid, n] stays within its budget.
-  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 1e-5f, 4);
-  const int g = tileops::nvrtc::norm_bwd_max_grid(huge, 132, h200);
+  const auto huge = plan_norm_bwd(c10::kFloat, 1 << 20, true, true, true, true, 4);
+  const int g = tileops::nvrtc::norm_bwd_max_grid(huge, h200);
   EXPECT_GE(g, 1);
   EXPECT_LE(int64_t{g} * (1 << 20) * 4 * 2, tileops::nvrtc::kNormBwdWorkspaceBudget);
 }
@@ -220,7 +247,7 @@ TEST(NormBwdPlan, StagesLeaveRoomForTheStaticScratch) {
   // ~100 KB with 1024 threads a row, whose static scratch is 1280 bytes (2 x 5 x 32 floats).
   const int optin = 99 * 1024;
   for (int64_t n : {10010, 10022, 10034}) {
-    const auto p = plan_norm_bwd(c10::kBFloat16, n, true, true, true, true, 1e-5f, 2,
+    const auto p = plan_norm_bwd(c10::kBFloat16, n, true, true, true, true, 2,
                                  tileops::nvrtc::norm_bwd_smem_budget(optin));
     SCOPED_TRACE(n);
     EXPECT_LE(p.smem_bytes + 2 * 5 * (p.tpr / 32) * 4, optin);
@@ -231,7 +258,7 @@ TEST(NormBwdPlan, StagesLeaveRoomForTheStaticScratch) {
 TEST(NormBwdPlan, ShortLayerNormCallsRunOneCtaAnSm) {
   using tileops::nvrtc::norm_bwd_grid;
   // LayerNorm, 2 row groups a CTA, 2 CTAs an SM on 132 SMs: a full grid of 264.
-  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 1e-5f, 8);
+  const auto ln = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 8);
   ASSERT_EQ(ln.rows, 2);
   const int full = 264;
   EXPECT_EQ(norm_bwd_grid(ln, 2048, full, 132), 132);        // 1024 groups: 3.9 a CTA of the full grid
@@ -241,27 +268,27 @@ TEST(NormBwdPlan, ShortLayerNormCallsRunOneCtaAnSm) {
   EXPECT_EQ(norm_bwd_grid(ln, 100, full, 132), 50);           // never more CTAs than row groups
   EXPECT_EQ(norm_bwd_grid(ln, 0, full, 132), 0);
   // dx alone has no partial rows to reduce: the full grid.
-  const auto ln_dx = plan_norm_bwd(c10::kBFloat16, 4096, true, true, false, false, 1e-5f, 8);
+  const auto ln_dx = plan_norm_bwd(c10::kBFloat16, 4096, true, true, false, false, 8);
   EXPECT_EQ(norm_bwd_grid(ln_dx, 2048, full, 132), full);
   // RMSNorm: min(max_grid, groups), whatever the row count.
-  const auto rms = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, FLT_EPSILON, 8);
+  const auto rms = plan_norm_bwd(c10::kBFloat16, 1024, false, true, true, false, 8);
   EXPECT_EQ(norm_bwd_grid(rms, int64_t{rms.rows} * 1000, full, 132), full);
   // A workspace-capped grid below the SM count stays capped: 320 groups, 8 a CTA of 40.
   EXPECT_EQ(norm_bwd_grid(ln, 640, 40, 132), 40);
 }
 
 TEST(NormBwdPlan, NameCarriesTheIdentity) {
-  const auto a = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8);
-  const auto b = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, FLT_EPSILON, 8);
-  const auto l = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, FLT_EPSILON, 8);
-  const std::string na = tileops::nvrtc::norm_bwd_name(a, "sm_90a");
+  const auto a = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8);
+  const auto b = plan_norm_bwd(c10::kBFloat16, 4096, false, true, false, false, 8);
+  const auto l = plan_norm_bwd(c10::kBFloat16, 4096, true, true, true, true, 8);
+  const std::string na = norm_bwd_name(a, "sm_90a");
   EXPECT_EQ(na.rfind("rms_norm_bwd__bf16__n4096__", 0), 0u) << na;
-  EXPECT_NE(na, tileops::nvrtc::norm_bwd_name(b, "sm_90a"));
-  EXPECT_EQ(tileops::nvrtc::norm_bwd_name(l, "sm_90a").rfind("layer_norm_bwd__", 0), 0u);
-  EXPECT_EQ(na, tileops::nvrtc::norm_bwd_name(
-                    plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, FLT_EPSILON, 8), "sm_90a"));
+  EXPECT_NE(na, norm_bwd_name(b, "sm_90a"));
+  EXPECT_EQ(norm_bwd_name(l, "sm_90a").rfind("layer_norm_bwd__", 0), 0u);
+  EXPECT_EQ(na, norm_bwd_name(
+                    plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8), "sm_90a"));
   // RMSNorm has no dbias whatever the caller asks.
-  EXPECT_FALSE(plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, true, FLT_EPSILON, 8).db);
+  EXPECT_FALSE(plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, true, 8).db);
 }
 
 }  // namespace

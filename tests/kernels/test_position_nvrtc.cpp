@@ -6,8 +6,8 @@
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/nvrtc_target.h"
-#include "targets/nvrtc/position_rope_fwd.h"
-#include "targets/nvrtc/position_sinusoidal_fwd.h"
+#include "targets/nvrtc/position/rope.h"
+#include "targets/nvrtc/position/sinusoidal.h"
 
 namespace {
 

@@ -7,13 +7,39 @@
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/nvrtc_target.h"
-#include "targets/nvrtc/reduction_softmax_fwd.h"
+#include "targets/nvrtc/reduction/softmax.h"
 
 namespace {
 
-using tileops::nvrtc::plan_softmax;
-using tileops::nvrtc::softmax_wants_split;
+using tileops::nvrtc::DeviceFacts;
 using tileops::nvrtc::SoftmaxImpl;
+using tileops::nvrtc::SoftmaxProblem;
+using tileops::nvrtc::SoftmaxSpec;
+
+DeviceFacts facts(int cc) {
+  return tileops::nvrtc::named_device_facts(cc >= 9 ? "h200" : "a100");
+}
+// The spec of a given implementation (split rows: few rows in the call).
+SoftmaxSpec plan_softmax(c10::ScalarType dtype, int64_t n, bool log, int max_vec, SoftmaxImpl impl) {
+  return tileops::nvrtc::plan_softmax_as(impl, SoftmaxProblem{log, dtype, n, max_vec, true}, facts(9));
+}
+// The implementation the plan chooses for a call of `rows` rows on a device of compute capability cc.
+SoftmaxImpl select_softmax(c10::ScalarType dtype, int64_t n, int max_vec, int64_t rows, int cc) {
+  return tileops::nvrtc::plan_softmax(
+             SoftmaxProblem{false, dtype, n, max_vec, tileops::nvrtc::softmax_few_rows(rows)}, facts(cc))
+      .impl;
+}
+bool softmax_wants_split(int64_t n, int64_t rows) {
+  return select_softmax(c10::kBFloat16, n, 8, rows, 8) == SoftmaxImpl::kSplit;
+}
+std::vector<tileops::jit::KernelSource> softmax_sources(SoftmaxSpec p, const char* arch) {
+  p.arch = arch;
+  return p.sources();
+}
+std::string softmax_name(SoftmaxSpec p, const char* arch) {
+  p.arch = arch;
+  return p.name();
+}
 constexpr auto kRow = SoftmaxImpl::kRowPerCta;
 constexpr auto kSplit = SoftmaxImpl::kSplit;
 constexpr auto kCluster = SoftmaxImpl::kCluster;
@@ -32,7 +58,7 @@ TEST_P(SoftmaxCompiles, ToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const auto& [c, log, arch] = GetParam();
   const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
-  const auto sources = tileops::nvrtc::softmax_sources(plan, arch);
+  const auto sources = softmax_sources(plan, arch);
   ASSERT_EQ(sources.size(), c.impl == kSplit ? 2u : 1u);
   for (const auto& src : sources) {
     const auto cubin = tileops::jit::compile_to_cubin(src);
@@ -94,12 +120,12 @@ TEST(SoftmaxPlan, LongRowsWithFewRowsSplitAcrossCtas) {
 
 TEST(SoftmaxPlan, NameIsReadableAndCarriesTheIdentity) {
   const auto p = plan_softmax(c10::kBFloat16, 4096, false, 8, kRow);
-  const std::string name = tileops::nvrtc::softmax_name(p, "sm_90a");
+  const std::string name = softmax_name(p, "sm_90a");
   EXPECT_EQ(name.rfind("softmax_fwd__bf16__n4096__v8", 0), 0u) << name;
   EXPECT_NE(name.find("sm_90a"), std::string::npos);
   const auto l = plan_softmax(c10::kBFloat16, 4096, true, 8, kRow);
-  EXPECT_EQ(tileops::nvrtc::softmax_name(l, "sm_90a").rfind("log_softmax_fwd__", 0), 0u);
-  EXPECT_NE(tileops::nvrtc::softmax_name(plan_softmax(c10::kBFloat16, 4096, false, 4, kRow), "sm_90a"), name);
+  EXPECT_EQ(softmax_name(l, "sm_90a").rfind("log_softmax_fwd__", 0), 0u);
+  EXPECT_NE(softmax_name(plan_softmax(c10::kBFloat16, 4096, false, 4, kRow), "sm_90a"), name);
 }
 
 // Cluster kernels exist for sm_90+ only (distributed shared memory).
@@ -109,7 +135,7 @@ TEST(SoftmaxClusterCompiles, ToCubinForSm90a) {
                         Case{c10::kHalf, 100003, 1, kCluster}})  // odd row: scalar accesses, ragged chunks
     for (bool log : {false, true}) {
       const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
-      const auto sources = tileops::nvrtc::softmax_sources(plan, "sm_90a");
+      const auto sources = softmax_sources(plan, "sm_90a");
       ASSERT_EQ(sources.size(), 1u);
       const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
       EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
@@ -124,8 +150,8 @@ TEST(SoftmaxStagedCompiles, ToCubinForSm90a) {
                         Case{c10::kHalf, 4104, 8, kStaged}})
     for (bool log : {false, true}) {
       const auto plan = plan_softmax(c.dtype, c.n, log, c.max_vec, c.impl);
-      EXPECT_EQ(tileops::nvrtc::softmax_smem_bytes(plan), c.n * static_cast<int>(c10::elementSize(c.dtype)));
-      const auto sources = tileops::nvrtc::softmax_sources(plan, "sm_90a");
+      EXPECT_EQ(plan.smem_bytes(), c.n * static_cast<int>(c10::elementSize(c.dtype)));
+      const auto sources = softmax_sources(plan, "sm_90a");
       ASSERT_EQ(sources.size(), 1u);
       const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
       EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
@@ -134,7 +160,6 @@ TEST(SoftmaxStagedCompiles, ToCubinForSm90a) {
 }
 
 TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
-  using tileops::nvrtc::select_softmax;
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 9), kCluster);  // lm-head logits on sm_90
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 8), kSplit);    // no clusters before sm_90
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4096, 9), kRow);   // enough rows: a CTA each
@@ -151,9 +176,11 @@ TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
 
 TEST(SoftmaxImplementations, DeclarationOrderDecidesNothing) {
   auto impls = tileops::nvrtc::softmax_implementations();
-  const tileops::nvrtc::SoftmaxProblem problems[] = {
-      {c10::kBFloat16, 128256, 8, 4, 9}, {c10::kBFloat16, 128256, 8, 4, 8}, {c10::kBFloat16, 4096, 8, 4, 9}};
-  for (const auto& q : problems) {
+  const SoftmaxProblem problems[] = {{false, c10::kBFloat16, 128256, 8, true}, {false, c10::kBFloat16, 4096, 8, true}};
+  const tileops::nvrtc::Tuning t;
+  for (const auto& [p, cc] : {std::pair{problems[0], 9}, std::pair{problems[0], 8}, std::pair{problems[1], 9}}) {
+    const DeviceFacts dev = facts(cc);
+    const tileops::nvrtc::SoftmaxQuery q{p, 8, dev, t};
     const int first = tileops::nvrtc::select_implementation("t", impls, q).id;
     std::reverse(impls.begin(), impls.end());
     EXPECT_EQ(tileops::nvrtc::select_implementation("t", impls, q).id, first);
@@ -166,8 +193,10 @@ TEST(SoftmaxImplementations, AMissingPreferenceIsAnError) {
   auto impls = tileops::nvrtc::softmax_implementations();
   for (auto& i : impls) i.preferred_over = 0;  // split and row-per-cta both apply to lm-head rows
   try {
+    const SoftmaxProblem p{false, c10::kBFloat16, 128256, 8, true};
+    const DeviceFacts dev = facts(8);
     tileops::nvrtc::select_implementation("tileops::reduction_softmax_fwd", impls,
-                                          tileops::nvrtc::SoftmaxProblem{c10::kBFloat16, 128256, 8, 4, 8});
+                                          tileops::nvrtc::SoftmaxQuery{p, 8, dev, tileops::nvrtc::Tuning{}});
     FAIL() << "expected an error";
   } catch (const c10::Error& e) {
     const std::string what = e.what();

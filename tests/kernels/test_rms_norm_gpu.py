@@ -75,6 +75,31 @@ def test_build_once_then_hit_and_keyed_by_identity(counters):
     assert counters()["kernel_builds"] == 3
 
 
+def test_eps_is_a_launch_argument_one_compile_serves_every_eps(counters):
+    """Two eps values (RMSNorm, its backward, LayerNorm): one build and one CUBIN each (compiled or
+    read from disk); each eps still gives its own result."""
+    tileops.clear_kernel_caches()
+    x = torch.randn(64, 2560, device="cuda", dtype=torch.bfloat16) * 1e-2
+    w = torch.randn(2560, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(2560, device="cuda", dtype=torch.bfloat16)
+    ys = [OP(x, w, [2560], eps) for eps in (1e-6, 1e-2)]
+    c = counters()
+    assert c["kernel_builds"] == 1 and c["nvrtc_compiles"] + c["disk_cache_hits"] == 1 and c["kernel_hits"] == 1, c
+    assert not torch.equal(ys[0], ys[1])
+    for eps, y in zip((1e-6, 1e-2), ys):
+        assert_close_rel(y, rms_norm_ref(x, [2560], w, eps))
+    dy = torch.randn_like(x)
+    for eps in (1e-6, 1e-2):
+        torch.ops.tileops.norm_rms_norm_bwd(dy, x, w, [2560], eps)
+    for eps in (1e-5, 1e-1):
+        y = torch.ops.tileops.norm_layer_norm_fwd(x, w, b, [2560], eps)
+        ref = torch.nn.functional.layer_norm(x.double(), [2560], w.double(), b.double(), eps).to(x.dtype)
+        assert_close_rel(y, ref)
+    c = counters()
+    # RMSNorm 1, its backward 2 (main kernel and the dweight reduction), LayerNorm 1.
+    assert c["kernel_builds"] == 3 and c["nvrtc_compiles"] + c["disk_cache_hits"] == 4, c
+
+
 def test_disk_cache_serves_a_second_process(tmp_path):
     code = ("import torch, tileops; tileops.load();"
             "x = torch.randn(8, 1536, device='cuda', dtype=torch.bfloat16);"

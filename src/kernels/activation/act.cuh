@@ -1,5 +1,5 @@
 // The activation functions of the activation family, in float32 (torch's opmath for fp16/bf16).
-// ACT ids are shared with the host (src/targets/nvrtc/activation_fwd.h: enum class Act).
+// ACT ids are shared with the host (src/targets/nvrtc/activation/activation.h: enum class Act).
 #pragma once
 
 namespace tileops {
@@ -23,7 +23,7 @@ __device__ __forceinline__ float rcp_approx(float x) {
 // of the fit below 1.2e-7 for every z >= 0; evaluated in fp32, ~1e-5 in the far tails, where z^2
 // is large: far below half an ulp of the 16-bit results it serves). Branch-free, one ex2 and one
 // rcp: libdevice's erff takes two polynomial paths that a warp of mixed |x| runs both of, which
-// made GELU compute-bound on the H200 (docs/PERF.md). Phi(+inf) = 1, Phi(-inf) = 0, Phi(NaN) = NaN.
+// made GELU compute-bound (docs/PERF.md). Phi(+inf) = 1, Phi(-inf) = 0, Phi(NaN) = NaN.
 __device__ __forceinline__ float normal_cdf(float x) {
   constexpr float kLog2e = 1.4426950408889634f;
   const float z = fabsf(x) * 0.70710678118654752f;
@@ -45,8 +45,8 @@ __device__ __forceinline__ float normal_cdf(float x) {
 
 // FAST (chosen by the kernels when the result is rounded to float16/bfloat16): the logistic
 // function from ex2.approx and rcp.approx (relative error ~2^-22, far below half an ulp of a
-// 16-bit result) instead of expf and an IEEE division, which made SiLU compute-bound at 128 MB on
-// the H200; GELU from normal_cdf above and tanh-GELU as x times a logistic. Limits agree with the
+// 16-bit result) instead of expf and an IEEE division, which made SiLU compute-bound on large tensors
+// (docs/PERF.md); GELU from normal_cdf above and tanh-GELU as x times a logistic. Limits agree with the
 // exact forms: 1/(1+inf) = 0, silu(-inf) and gelu(-inf) are NaN in both.
 template <int ACT, bool FAST = false>
 __device__ __forceinline__ float activate(float x) {

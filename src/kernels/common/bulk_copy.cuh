@@ -71,35 +71,26 @@ __device__ __forceinline__ void issue_parts(V* dst, const V* src, int count, int
   }
 }
 
-// Rows of VECS vectors (STREAMS tensors a row: x, and the residual for the fused add) staged for a
-// persistent CTA that walks rows blockIdx.x, + gridDim.x, ...: two slots, so the next row's bytes
-// are in flight while the CTA works on the current one (a CTA that stages one row and exits has
-// nothing in flight while it reduces and writes). Slot s holds rows 2k + s of the CTA's walk; its
-// barriers complete one phase per use, so the k-th use waits on parity k & 1.
-// Shared memory: `buf` of 2 * STREAMS * VECS vectors (STREAMS * VECS when the walk is one row:
-// slot 1 is then never used), `landed` of 2 * parts() barriers.
+// A row of VECS vectors (STREAMS tensors a row: x, and the residual for the fused add) staged in
+// shared memory for a CTA: `buf` of STREAMS * VECS vectors, `landed` of parts() barriers (part i:
+// thread t's i-th vector), each completing once.
 template <typename V, int VECS, int TPB, int STREAMS>
 struct RowStager {
   static_assert(sizeof(V) == 16, "bulk copies move multiples of 16 bytes");
-  static constexpr int kParts = (VECS + TPB - 1) / TPB;  // part i: thread t's i-th vector
+  static constexpr int kParts = (VECS + TPB - 1) / TPB;
   V* buf;
   unsigned long long* landed;
 
-  __device__ __forceinline__ V* row(int slot, int stream = 0) const { return buf + (slot * STREAMS + stream) * VECS; }
-  // Thread 0, once, before the first issue(); a __syncthreads() must follow before anyone waits.
-  // `slots`: 1 when the CTA never walks past its first row (slot 1 unused).
-  __device__ __forceinline__ void init(int slots = 2) const {
+  __device__ __forceinline__ V* row(int stream = 0) const { return buf + stream * VECS; }
+  // Thread 0, before issue(); a __syncthreads() must follow before anyone waits.
+  __device__ __forceinline__ void init() const {
 #pragma unroll
-    for (int i = 0; i < 2 * kParts; ++i)
-      if (i < slots * kParts) bulk::init(&landed[i]);
+    for (int i = 0; i < kParts; ++i) bulk::init(&landed[i]);
     fence_init();
   }
-  // Thread 0: `count` (<= VECS) vectors of the row at `src` (and `src2`, the second stream) into
-  // `slot`. Every thread must have finished with the slot's previous row (a __syncthreads() since),
-  // and have fenced its own generic writes to it (fence_generic_writes()) when it made any.
-  __device__ __forceinline__ void issue(int slot, int count, const V* src, const V* src2 = nullptr) const {
-    issue_parts<kParts>(row(slot, 0), src, count, TPB, &landed[slot * kParts], STREAMS > 1 ? row(slot, 1) : nullptr,
-                        src2);
+  // Thread 0: `count` (<= VECS) vectors of the row at `src` (and `src2`, the second stream).
+  __device__ __forceinline__ void issue(int count, const V* src, const V* src2 = nullptr) const {
+    issue_parts<kParts>(row(0), src, count, TPB, landed, STREAMS > 1 ? row(1) : nullptr, src2);
   }
   // f(i, c) for this thread's vectors of a row of `count` (<= VECS) vectors: c = i * TPB + thread, the
   // thread's vector in part i (EXACT: every thread has one in every part, no bounds check).
@@ -111,44 +102,23 @@ struct RowStager {
       if (EXACT || c < count) f(i, c);
     }
   }
-  // Waits until part `part` of the slot's `use`-th row has landed.
-  __device__ __forceinline__ void wait(int slot, int part, unsigned use) const {
-    bulk::wait(&landed[slot * kParts + part], use & 1u);
-  }
+  // Waits until part `part` of the row has landed.
+  __device__ __forceinline__ void wait(int part) const { bulk::wait(&landed[part], 0u); }
 };
 
-// Orders this thread's earlier generic-proxy writes to shared memory before later bulk copies (the
-// async proxy) into the same bytes: a staged row that was written in place is overwritten by the
-// copy of a later row.
-__device__ __forceinline__ void fence_generic_writes() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
-// A CTA's walk over rows row, row + step, ... < end with `stager`: thread 0 initialises the barriers
-// and issues the first row's copy, every thread runs `prologue()` (loads that overlap the copy), and
-// one __syncthreads() publishes the barriers. Each step, thread 0 first issues the next row's copy
-// into the other slot (WALK; without it the CTA serves its first row only), then every thread runs
-// body(slot, use, row), which waits on the slot's parts itself (stager.wait(slot, part, use)). Between
-// steps every thread passes a __syncthreads(), after fencing its writes to the slot when
-// WRITES_STAGE, so the slot and any reduction scratch are free before the next copy into it.
-// issue(slot, row) is called by thread 0 only.
-template <bool WALK, bool WRITES_STAGE, class Stager, class Issue, class Prologue, class Body>
-__device__ __forceinline__ void walk_rows(const Stager& stager, long long row, long long end, long long step,
-                                          Issue issue, Prologue prologue, Body body) {
+// One row a CTA: thread 0 initialises the barriers and issues the row's copy (issue(row)), every
+// thread runs `prologue()` (loads that overlap the copy), one __syncthreads() publishes the
+// barriers, then every thread runs body(row), which waits on the parts itself (stager.wait(part)).
+template <class Stager, class Issue, class Prologue, class Body>
+__device__ __forceinline__ void stage_row(const Stager& stager, long long row, long long rows, Issue issue,
+                                          Prologue prologue, Body body) {
   if (threadIdx.x == 0) {
-    stager.init(WALK ? 2 : 1);
-    if (row < end) issue(0, row);
+    stager.init();
+    if (row < rows) issue(row);
   }
   prologue();
   __syncthreads();  // the barriers are initialised before anyone waits on them
-  for (unsigned it = 0; row < end; row += step, ++it) {
-    const int slot = static_cast<int>(it & 1u);
-    const long long next = row + step;
-    if (WALK && threadIdx.x == 0 && next < end) issue(slot ^ 1, next);
-    body(slot, it >> 1, row);
-    if (WALK && next < end) {  // the same on every thread
-      if constexpr (WRITES_STAGE) fence_generic_writes();
-      __syncthreads();
-    }
-  }
+  if (row < rows) body(row);
 }
 
 }  // namespace bulk

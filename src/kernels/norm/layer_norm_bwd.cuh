@@ -5,7 +5,7 @@
 // its own mean (LnStats below; never a one-pass E[x^2]).
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW / DB: also leave this CTA's
 // partial rows in part_w / part_b [blockIdx.x][N] (norm_bwd_reduce sums them).
-// Host side: src/targets/nvrtc/norm_layer_norm_bwd.cpp; requires N % VEC == 0 and pointers aligned to
+// Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
 // VEC * sizeof(T) bytes.
 #pragma once
 #include "common/dtypes.cuh"
@@ -99,10 +99,10 @@ __device__ __forceinline__ LnStats ln_group_stats(LnStats s, float* scratch) {
 }  // namespace norm_bwd
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool DB, bool SMEM,
-          bool ACC_REG, unsigned EPS_BITS>
+          bool ACC_REG>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
-               float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
+               float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
   using FV = FVec<VEC>;
@@ -122,24 +122,9 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   const int t = threadIdx.x % TPR;
   const int grp = threadIdx.x / TPR;
   const int sg = TPR > 32 ? grp : 0;
-  const V* wg = reinterpret_cast<const V*>(w);
-  using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
-  const unsigned smem_base = smem_address(smem);
-  const unsigned wsm = smem_base + Source::kStageBytes;  // SMEM: the weight's shared copy
-  const Source src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
-                   smem_base + grp * 2 * kVecs * Source::kVB, rows};
-  if constexpr (SMEM && HAS_WEIGHT) {
-    // The weight is read by every row: one shared copy. Its asynchronous copies (group 0's threads)
-    // are a commit group of their own, ahead of the first row's, so both are in flight together; the
-    // first iteration waits for both and synchronises before any thread reads the weight.
-    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
-    copy_async_commit();
-  }
-  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
-  auto weight = [&](int c) -> V {
-    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
-    else return wg[c];
-  };
+  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll> start(x, dy, w, smem_address(smem), rows, t, grp);
+  const auto& src = start.src;
+  auto weight = [&](int c) -> V { return start.weight(c); };
 
   constexpr int kAccW = ACC_REG && DW ? kPer : 1;
   constexpr int kAccB = ACC_REG && DB ? kPer : 1;
@@ -205,7 +190,7 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
     }
     st = ln_group_stats<TPR, kEqual>(st, &scratch[s][sg][0]);
     const float mean = st.mu;
-    const float rs = rsqrtf(st.m2 / N + __uint_as_float(EPS_BITS));
+    const float rs = rsqrtf(st.m2 / N + eps);
     const float mean_g = st.g / N;
     const float coef = rs * rs * (st.gx / N);  // xh * mean(g * xh) = (x - mu) * coef
 

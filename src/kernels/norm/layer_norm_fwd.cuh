@@ -3,8 +3,8 @@
 // Same layout as rms_norm_fwd.cuh (ROWS rows of TPR threads, VEC-wide accesses). With CACHE the row
 // stays in registers and mean/variance are two exact passes over them; without it (very long rows)
 // the row is read three times (mean, variance, output), the re-reads mostly from L2.
-// Measured on the H200 (docs/PERF.md): merging per-thread (count, mean, M2) summaries in one
-// reduction instead of the two below was 8-10 % slower, so the exact two-pass form stays; what held
+// Merging per-thread (count, mean, M2) summaries in one reduction instead of the two below was
+// slower (docs/PERF.md), so the exact two-pass form stays; what held
 // LayerNorm back was when its loads were issued (below).
 #pragma once
 #include "common/dtypes.cuh"
@@ -28,10 +28,10 @@ __device__ __forceinline__ Vec<T, VEC> layer_norm_affine(const Vec<T, VEC>& v, c
   return out;
 }
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool HAS_BIAS, bool CACHE, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool HAS_BIAS, bool CACHE>
 __global__ void __launch_bounds__(TPR * ROWS)
 layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
-               long long rows) {
+               long long rows, float eps) {
   using V = Vec<T, VEC>;
   constexpr int kVecs = N / VEC;
   constexpr int kPerThread = (kVecs + TPR - 1) / TPR;
@@ -68,9 +68,8 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
     V cache[kPerThread];
     V wcache[kPrefetch && HAS_WEIGHT ? kPerThread : 1];
     V bcache[kPrefetch && HAS_BIAS ? kPerThread : 1];
-    // Every load is issued before the first use. With one loop that summed each vector as it
-    // arrived, 4096x16384 bf16 ran at 0.53 of copy (ncu: long-scoreboard stalls at 2 CTAs an SM,
-    // 128 registers); with the loops split, 0.90 (docs/PERF.md).
+    // Every load is issued before the first use: one loop that summed each vector as it arrived
+    // stalled on each load in turn (docs/PERF.md).
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
@@ -99,7 +98,7 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
         for (int j = 0; j < VEC; ++j) { const float d = to_float(cache[i].v[j]) - mean; sq += d * d; }
       }
     }
-    const float rstd = rsqrtf(group_sum<TPR>(sq, scratch) / N + __uint_as_float(EPS_BITS));
+    const float rstd = rsqrtf(group_sum<TPR>(sq, scratch) / N + eps);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
@@ -125,7 +124,7 @@ layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __rest
 #pragma unroll
       for (int j = 0; j < VEC; ++j) { const float d = to_float(v.v[j]) - mean; sq += d * d; }
     }
-    const float rstd = rsqrtf(group_sum<TPR>(sq, scratch) / N + __uint_as_float(EPS_BITS));
+    const float rstd = rsqrtf(group_sum<TPR>(sq, scratch) / N + eps);
     for (int c = t; active && c < kVecs; c += TPR) emit(c, xr[c], load_w(c), load_b(c), mean, rstd);
   }
 }

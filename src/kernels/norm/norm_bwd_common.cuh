@@ -1,5 +1,5 @@
 // Machinery shared by the RMSNorm and LayerNorm backward kernels (rms_norm_bwd.cuh,
-// layer_norm_bwd.cuh). Host side: src/targets/nvrtc/norm_rms_norm_bwd.cpp.
+// layer_norm_bwd.cuh). Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp.
 //
 // Layout of the main kernels: a persistent grid of G CTAs (G fixed per build and device, so the
 // dweight/dbias summation order never changes); a CTA holds ROWS row groups of TPR threads and walks
@@ -195,6 +195,37 @@ struct RowSource {
   }
 };
 
+// The start both backward kernels share: group `grp`'s row source, the weight's shared copy (SMEM:
+// group 0's asynchronous copies, a commit group of their own ahead of the first row's, so both are in
+// flight together; the first iteration waits for both and synchronises before any thread reads the
+// weight) and the first row's prefetch. weight(c) reads vector c of the weight.
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool SMEM, bool UNROLL>
+struct RowStart {
+  using V = Vec<T, VEC>;
+  using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
+  Source src;
+  const V* wg;
+  unsigned wsm;  // SMEM: shared address of the weight's copy, after the stages
+
+  __device__ __forceinline__ RowStart(const T* x, const T* dy, const T* w, unsigned smem_base, long long rows, int t,
+                                      int grp)
+      : src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
+            smem_base + grp * 2 * Source::kVecs * Source::kVB, rows},
+        wg(reinterpret_cast<const V*>(w)),
+        wsm(smem_base + Source::kStageBytes) {
+    if constexpr (SMEM && HAS_WEIGHT) {
+      if (grp == 0)
+        for_my_vecs<TPR, Source::kVecs, UNROLL>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
+      copy_async_commit();
+    }
+    src.template prefetch<UNROLL>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
+  }
+  __device__ __forceinline__ V weight(int c) const {
+    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
+    else return wg[c];
+  }
+};
+
 // One thread's per-column partials of one gradient: VEC floats per owned vector (accessed 16 bytes
 // at a time at most: that is all the alignment shared memory and the workspace rows promise).
 template <int VEC>
@@ -253,8 +284,8 @@ __device__ __forceinline__ void store_partials(const FVec<VEC> (&acc)[PER], floa
 // Sums the workspace rows part[0 .. parts-1][n] per column, in a fixed order (warp w adds rows w,
 // w + kReduceWarps, ... in turn, then the warps' sums are added in warp order), and rounds once to T.
 // parts == 0 (no rows) writes zeros. Grid: ceil(n / 32) CTAs of 32 * kReduceWarps threads, two an SM
-// (registers capped at 32); lane = column. 32 warps, not 8: with one CTA per 32 columns the loads in flight per SM bound this kernel
-// (ncu: 6.2 us of 107 for 16384x4096 at 8 warps, long-scoreboard stalls; docs/PERF.md).
+// (registers capped at 32); lane = column. 32 warps, not 8: with one CTA per 32 columns the loads
+// in flight per SM bound this kernel (docs/PERF.md).
 constexpr int kReduceWarps = 32;
 
 template <typename T, bool DW, bool DB>

@@ -4,7 +4,7 @@
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW: also leave this CTA's dweight
 // partial row in part_w[blockIdx.x][N] (norm_bwd_reduce sums them). part_b is unused (the launch
 // arguments are shared with layer_norm_bwd).
-// Host side: src/targets/nvrtc/norm_rms_norm_bwd.cpp; requires N % VEC == 0 and pointers aligned to
+// Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
 // VEC * sizeof(T) bytes.
 #pragma once
 #include "common/dtypes.cuh"
@@ -13,10 +13,10 @@
 namespace tileops {
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool SMEM,
-          bool ACC_REG, unsigned EPS_BITS>
+          bool ACC_REG>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
 rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
-             float* __restrict__ part_w, float* __restrict__ part_b, long long rows) {
+             float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
   using FV = FVec<VEC>;
@@ -34,24 +34,9 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
 
   const int t = threadIdx.x % TPR;
   const int grp = threadIdx.x / TPR;
-  const V* wg = reinterpret_cast<const V*>(w);
-  using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
-  const unsigned smem_base = smem_address(smem);
-  const unsigned wsm = smem_base + Source::kStageBytes;  // SMEM: the weight's shared copy
-  const Source src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
-                   smem_base + grp * 2 * kVecs * Source::kVB, rows};
-  if constexpr (SMEM && HAS_WEIGHT) {
-    // The weight is read by every row: one shared copy. Its asynchronous copies (group 0's threads)
-    // are a commit group of their own, ahead of the first row's, so both are in flight together; the
-    // first iteration waits for both and synchronises before any thread reads the weight.
-    if (grp == 0) for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
-    copy_async_commit();
-  }
-  src.template prefetch<kUnroll>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
-  auto weight = [&](int c) -> V {
-    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
-    else return wg[c];
-  };
+  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll> start(x, dy, w, smem_address(smem), rows, t, grp);
+  const auto& src = start.src;
+  auto weight = [&](int c) -> V { return start.weight(c); };
 
   FV acc[ACC_REG && DW ? kPer : 1];
 #pragma unroll
@@ -95,7 +80,7 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
       });
     }
     group_sum<TPR, 2>(sums, &scratch[s][TPR > 32 ? grp : 0][0]);
-    const float rs = rsqrtf(sums[0] / N + __uint_as_float(EPS_BITS));
+    const float rs = rsqrtf(sums[0] / N + eps);
     const float coef = rs * rs * (sums[1] / N);
     if (active) {
       V* dxr = reinterpret_cast<V*>(dx) + r * kVecs;

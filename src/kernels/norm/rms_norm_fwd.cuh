@@ -7,7 +7,7 @@
 // t, t + TPR, t + 2*TPR, ... of that row. With CACHE the row stays in registers between the
 // sum-of-squares pass and the scale pass (one HBM read); without it the second pass reads again
 // (rows too long for registers; the re-read mostly hits L2).
-// Host side (src/targets/nvrtc/norm_rms_norm_fwd.cpp) picks the template arguments; requires
+// Host side (src/targets/nvrtc/norm/row_norm_plan.cpp) picks the template arguments; requires
 // N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16.
 #pragma once
 #include "common/dtypes.cuh"
@@ -68,10 +68,9 @@ struct RowSource {
   }
 };
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS,
-          bool ADD_RESIDUAL>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, bool ADD_RESIDUAL>
 __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const T* __restrict__ w,
-                                             T* __restrict__ y, bool active, float* scratch) {
+                                             T* __restrict__ y, bool active, float* scratch, float eps) {
   using V = Vec<T, VEC>;
   constexpr int kVecs = N / VEC;                      // vectors per row
   constexpr int kPerThread = (kVecs + TPR - 1) / TPR; // vectors per thread
@@ -105,7 +104,7 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
         for (int j = 0; j < VEC; ++j) { const float f = to_float(cache[i].v[j]); ss += f * f; }
       }
     }
-    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + __uint_as_float(EPS_BITS));
+    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + eps);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
@@ -133,7 +132,7 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
 #pragma unroll
       for (int j = 0; j < VEC; ++j) { const float f = to_float(v.v[j]); ss += f * f; }
     }
-    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + __uint_as_float(EPS_BITS));
+    const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + eps);
     // Walk back from the end: the tail of the row was read last and is the likeliest to be in L2.
 #pragma unroll 4
     for (int c = kVecs - 1 - ((kVecs - 1 - t) % TPR + TPR) % TPR; c >= 0; c -= TPR) {
@@ -146,9 +145,9 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
   }
 }
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE>
 __global__ void __launch_bounds__(TPR * ROWS)
-rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows) {
+rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, float eps) {
   using V = Vec<T, VEC>;
   __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
   const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
@@ -156,13 +155,13 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
   const bool active = row < rows;
   const long long off = (active ? row : 0) * N;
   const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + off), nullptr, nullptr};
-  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, EPS_BITS, false>(src, w, y + off, active, scratch);
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, false>(src, w, y + off, active, scratch, eps);
 }
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE>
 __global__ void __launch_bounds__(TPR * ROWS)
 fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residual_out, const T* __restrict__ w,
-                       T* __restrict__ y, long long rows) {
+                       T* __restrict__ y, long long rows, float eps) {
   using V = Vec<T, VEC>;
   __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
   const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
@@ -170,7 +169,7 @@ fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residua
   const long long off = (active ? row : 0) * N;
   const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
                                     reinterpret_cast<V*>(residual_out + off)};
-  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, EPS_BITS, true>(src, w, y + off, active, scratch);
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, true>(src, w, y + off, active, scratch, eps);
 }
 
 }  // namespace tileops

@@ -12,9 +12,9 @@
 
 namespace tileops {
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS, bool ADD_RESIDUAL>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, bool ADD_RESIDUAL>
 __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const T* __restrict__ w,
-                                                     T* __restrict__ y) {
+                                                     T* __restrict__ y, float eps) {
   using V = Vec<T, VEC>;
   constexpr int kVecs = N / VEC;
   constexpr int kChunk = (kVecs + CLUSTER - 1) / CLUSTER;  // vectors per CTA
@@ -63,7 +63,7 @@ __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD
   float total = 0.f;
 #pragma unroll
   for (int r = 0; r < CLUSTER; ++r) total += partials[r];  // rank order on every CTA
-  const float rs = rsqrtf(total / N + __uint_as_float(EPS_BITS));
+  const float rs = rsqrtf(total / N + eps);
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int c = begin + i * TPB + static_cast<int>(threadIdx.x);
@@ -76,24 +76,25 @@ __device__ __forceinline__ void rms_norm_cluster_row(const RowSource<T, VEC, ADD
   }
 }
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT>
 __global__ void __launch_bounds__(TPB)
-rms_norm_fwd_cluster(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+rms_norm_fwd_cluster(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long /*rows*/,
+                     float eps) {
   using V = Vec<T, VEC>;
   const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
   const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + off), nullptr, nullptr};
-  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, false>(src, w, y + off);
+  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, false>(src, w, y + off, eps);
 }
 
-template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT, unsigned EPS_BITS>
+template <typename T, int N, int VEC, int TPB, int CLUSTER, bool HAS_WEIGHT>
 __global__ void __launch_bounds__(TPB)
 fused_add_rms_norm_fwd_cluster(const T* __restrict__ x, const T* residual_in, T* residual_out,
-                               const T* __restrict__ w, T* __restrict__ y, long long /*rows*/) {
+                               const T* __restrict__ w, T* __restrict__ y, long long /*rows*/, float eps) {
   using V = Vec<T, VEC>;
   const long long off = static_cast<long long>(blockIdx.x / CLUSTER) * N;
   const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
                                     reinterpret_cast<V*>(residual_out + off)};
-  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, EPS_BITS, true>(src, w, y + off);
+  rms_norm_cluster_row<T, N, VEC, TPB, CLUSTER, HAS_WEIGHT, true>(src, w, y + off, eps);
 }
 
 }  // namespace tileops

@@ -6,11 +6,11 @@
 // [ROT/2 + u*P, +P), two VEC-wide accesses. GPT-J (P = VEC/2, or 1 when VEC == 1): the 2P
 // contiguous elements from 2*u*P hold P interleaved pairs, one VEC-wide access (two when VEC == 1),
 // so the lanes of a warp read and write one contiguous span (a unit of 2*VEC elements made each
-// access cover half of every 32-byte sector: 0.72 of copy on the H200, docs/PERF.md). Threads of a
+// access cover half of every 32-byte sector, docs/PERF.md). Threads of a
 // block: LANES lanes (units of a row), `slots` head slots, `tpb` tokens; a thread loads cos/sin for
 // its unit once and rotates that unit in every head of its token (q heads, then k heads). Dims past
 // ROT are never touched.
-// Host side (src/targets/nvrtc/position_rope_fwd.cpp) needs (ROT/2) % P == 0, HEAD_DIM % VEC == 0,
+// Host side (src/targets/nvrtc/position/rope.cpp) needs (ROT/2) % P == 0, HEAD_DIM % VEC == 0,
 // q/k aligned to VEC elements and the cache to min(P, 16 / sizeof(C)) elements.
 #pragma once
 #include "common/dtypes.cuh"

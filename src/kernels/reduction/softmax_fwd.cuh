@@ -5,7 +5,7 @@
 // A row of -inf only has m = -inf, so x - m is NaN and the row becomes NaN, as in torch; a +inf
 // makes the row NaN too (exp(inf - inf)), as in torch.
 //
-// Three kernels; the host side (src/targets/nvrtc/reduction_softmax_fwd.cpp) picks one and the
+// Three kernels; the host side (src/targets/nvrtc/reduction/softmax_plan.cpp) picks one and the
 // template arguments, and requires N % VEC == 0 and VEC*sizeof(T)-aligned pointers.
 //  - softmax_fwd: TPR threads per row, ROWS rows per CTA, thread t owns vectors t, t + TPR, ...
 //    CACHE: the row stays in registers (one read); max, then sum of exp, then write.

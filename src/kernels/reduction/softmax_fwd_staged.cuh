@@ -1,13 +1,9 @@
 // Softmax / log-softmax forward, staged rows (sm_90+, 16-byte accesses): same semantics as
 // softmax_fwd.cuh, one row per CTA, brought into shared memory by bulk asynchronous copies
 // (common/bulk_copy.cuh) in parts of TPB vectors; the (max, sum of exp) pass and the output pass
-// read shared memory. The register kernel reached 0.85 of copy on 4096 x 4096 bf16 (ncu: long-
-// scoreboard stalls, 54 % achieved occupancy; PERF.md): here a CTA holds no loads in flight and few
-// registers, so more rows are in flight an SM.
-// Persistent walk: a CTA serves rows blockIdx.x, + gridDim.x, ..., the next row's copy in flight
-// while it works on the current one (bulk::RowStager); a grid of `rows` CTAs walks one row each.
-// Grid: up to rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes, twice that when
-// the walk is longer than a row.
+// read shared memory. The register kernel stalls on its loads at low occupancy (docs/PERF.md): here
+// a CTA holds no loads in flight and few registers, so more rows are in flight an SM.
+// Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
 #pragma once
 #include "common/bulk_copy.cuh"
 #include "reduction/softmax_fwd.cuh"
@@ -23,18 +19,18 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
   constexpr int kParts = Stager::kParts;
   constexpr bool kExact = kVecs % TPB == 0;
   extern __shared__ __align__(128) unsigned char staged_bytes[];
-  __shared__ __align__(8) unsigned long long landed[2 * kParts];
+  __shared__ __align__(8) unsigned long long landed[kParts];
   __shared__ float2 scratch_pair[TPB > 32 ? TPB / 32 : 1];
 
   const Stager stager{reinterpret_cast<V*>(staged_bytes), landed};
-  auto issue = [&](int slot, long long r) { stager.issue(slot, kVecs, reinterpret_cast<const V*>(x + r * N)); };
-  auto normalise = [&](int slot, unsigned use, long long row) {
-    const V* stage = stager.row(slot);
+  auto issue = [&](long long r) { stager.issue(kVecs, reinterpret_cast<const V*>(x + r * N)); };
+  auto normalise = [&](long long row) {
+    const V* stage = stager.row();
     V* yr = reinterpret_cast<V*>(y + row * N);
 
     float m = neg_inf();
     Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
-      stager.wait(slot, i, use);
+      stager.wait(i);
       const V v = stage[c];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
@@ -54,7 +50,7 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
     const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
     Stager::template for_each<kExact>(kVecs, [&](int i, int c) { yr[c] = finish<T, VEC, LOG>(stage[c], M, inv_s, log_s); });
   };
-  bulk::walk_rows<true, false>(stager, blockIdx.x, rows, gridDim.x, issue, [] {}, normalise);
+  bulk::stage_row(stager, blockIdx.x, rows, issue, [] {}, normalise);
 }
 
 }  // namespace tileops

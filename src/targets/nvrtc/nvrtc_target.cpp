@@ -18,6 +18,7 @@
 #include "jit/disk_cache.h"
 #include "jit/kernel_record.h"
 #include "targets/nvrtc/kernel_sources.h"
+#include "targets/nvrtc/spec_builder.h"
 
 namespace tileops::nvrtc {
 namespace {
@@ -108,12 +109,6 @@ int next_pow2(int64_t v) {
   return p;
 }
 
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-
 int access_width(std::initializer_list<const void*> ptrs, int elem_size) {
   uintptr_t bits = 0;
   for (const void* p : ptrs) bits |= reinterpret_cast<uintptr_t>(p);
@@ -126,12 +121,6 @@ int row_access_width(c10::ScalarType dtype, int64_t n, int max_vec) {
   int vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
   while (vec > 1 && n % vec != 0) vec /= 2;
   return vec;
-}
-
-std::string arch_for(int cc_major, int cc_minor) {
-  std::string arch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
-  if (cc_major == 9 && cc_minor == 0) arch += "a";
-  return arch;
 }
 
 const DeviceInfo& device_info(int index) {
@@ -153,6 +142,10 @@ const DeviceInfo& device_info(int index) {
   info->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   info->sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   info->max_smem_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  info->threads_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  info->blocks_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  info->smem_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  info->reserved_smem = attr(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
   info->arch = arch_for(info->cc_major, info->cc_minor);
   info->context = jit::primary_context(index);
   g_devices[index] = std::move(info);
@@ -267,13 +260,6 @@ bool dependent_launch_supported(const DeviceInfo& dev) {
   return dependent_launch_supported(dev.cc_major, kDriverVersion, jit::driver().cuLaunchKernelEx != nullptr);
 }
 
-int env_int(const char* name, int dflt, int lo, int hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;  // unset: the default even where 0 is a valid setting
-  const int x = std::atoi(v);
-  return x >= lo && x <= hi ? x : dflt;
-}
-
 void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev) {
   if (bytes <= 0) return;
   TORCH_CHECK(bytes <= dev.max_smem_optin, k.name, " needs ", bytes, " bytes of shared memory; device ", dev.index,
@@ -283,52 +269,10 @@ void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev)
                 ("shared memory size of " + k.name).c_str());
 }
 
-int64_t StagedWalk::grid(int64_t rows) const {
-  if (max_grid <= 0 || rows <= max_grid) return rows;
-  const int64_t per_cta = (rows + max_grid - 1) / max_grid;
-  return (rows + per_cta - 1) / per_cta;
-}
-
-int StagedWalk::smem_bytes(int64_t rows) const { return grid(rows) < rows ? 2 * slot_bytes : slot_bytes; }
-
-StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes) {
-  StagedWalk w;
-  w.slot_bytes = slot_bytes;
-  w.max_grid = ctas_per_sm > 0 ? int64_t{ctas_per_sm} * std::max(1, sm_count) : 0;
-  return w;
-}
-
-StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, const DeviceInfo& dev) {
-  static const bool kWalk = env_int("TILEOPS_STAGED_WALK", 0, 0, 1) != 0;
-  // Static shared memory (barriers, reduction scratch) is under 1 KB in the staged kernels.
-  if (!kWalk || 2 * slot_bytes + 1024 > dev.max_smem_optin) {
-    allow_dynamic_smem(k, slot_bytes, dev);
-    return staged_walk_for(0, dev.sm_count, slot_bytes);
-  }
-  allow_dynamic_smem(k, 2 * slot_bytes, dev);
-  int ctas = 0;
-  {
-    jit::ScopedContext ctx(dev.context);
-    jit::check_cu(jit::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, k.function, block,
-                                                                             static_cast<size_t>(2 * slot_bytes)),
-                  ("occupancy of " + k.name).c_str());
-  }
-  static const int kCap = env_int("TILEOPS_STAGED_WALK_CTAS_PER_SM", 0, 1, 64);
-  if (kCap > 0) ctas = std::min(ctas, kCap);
-  const StagedWalk walk = staged_walk_for(ctas, dev.sm_count, slot_bytes);
-  log::debug("tileops: " + k.name + " walks rows: up to " + std::to_string(walk.max_grid) + " CTAs");
-  return walk;
-}
-
-// Tuning knobs for experiments (docs/PERF.md), read once: bytes of the row per CTA (default 32 KB),
-// accesses per thread (4), the largest cluster (8, the portable limit; 16 needs an opt-in).
-
-bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out) {
-  static const int kCtaBytesKnob = env_int("TILEOPS_CLUSTER_CTA_BYTES", 0, 1024, 1 << 20);
-  static const int kPerThread = env_int("TILEOPS_CLUSTER_VPT", 4, 1, 16);
-  static const int kMaxClusterKnob = env_int("TILEOPS_CLUSTER_MAX", 0, 2, 16);
-  const int kCtaBytes = kCtaBytesKnob ? kCtaBytesKnob : cta_bytes;
-  const int kMaxCluster = kMaxClusterKnob ? kMaxClusterKnob : max_cluster;
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, const Tuning& t, RowCluster& out) {
+  const int kCtaBytes = t.cluster_cta_bytes ? t.cluster_cta_bytes : cta_bytes;
+  const int kPerThread = t.cluster_vpt ? t.cluster_vpt : 4;
+  const int kMaxCluster = t.cluster_max ? t.cluster_max : max_cluster;
   const int64_t bytes = vecs * vec_bytes;
   out.cluster = 2;
   while (out.cluster < kMaxCluster && bytes > int64_t{kCtaBytes} * out.cluster) out.cluster *= 2;
@@ -341,6 +285,11 @@ void allow_large_clusters(const LoadedKernel& k, int cluster) {
   if (cluster <= 8) return;
   jit::check_cu(jit::driver().cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
                 ("allowing clusters of " + std::to_string(cluster) + " CTAs for " + k.name).c_str());
+}
+
+void require_cuda(const OpCall& call) {
+  TORCH_CHECK(call.device.is_cuda(), call.op_name, ": target 'nvrtc' serves CUDA tensors only, got ", call.device,
+              "; use target='reference' (or the default) for this device");
 }
 
 void throw_no_single_implementation(const char* op, const std::string& candidates) {

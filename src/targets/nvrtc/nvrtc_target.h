@@ -13,23 +13,18 @@
 #include <c10/core/ScalarType.h>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
 
-struct DeviceInfo {
+// A present device: its facts, and what launches need.
+struct DeviceInfo : DeviceFacts {
   int index = -1;
-  int cc_major = 0, cc_minor = 0;
-  int sm_count = 0;
-  int max_smem_optin = 0;  // bytes of shared memory a block may opt into
-  std::string arch;        // exact CUBIN target: "sm_90a" on Hopper, else "sm_<major><minor>"
   CUcontext context = nullptr;  // the device's primary context (what torch uses)
 };
-// Queried once per device (build phase); later calls are a table read.
+// Queried once per device; later calls are a table read.
 const DeviceInfo& device_info(int device_index);
-
-// Maps a CUDA compute capability to the arch NVRTC compiles for ("sm_90a" for 9.0: its
-// architecture-specific features are usable, and the CUBIN runs only there, which is the point).
-std::string arch_for(int cc_major, int cc_minor);
 
 // A specialisation of a template kernel in src/kernels/<header>.
 jit::KernelSource make_source(const std::string& name, const std::string& header, const std::string& name_expression,
@@ -49,7 +44,12 @@ LoadedKernel load(const jit::KernelSource& src, int device_index);
 const char* kernel_type_name(c10::ScalarType t);  // storage type in kernel sources: "tileops::bf16"
 const char* short_type_name(c10::ScalarType t);   // in specialisation names: "bf16"
 int next_pow2(int64_t v);
-uint32_t float_bits(float f);                     // a float as a template argument / key word
+// Mixes integers into a hash (fields of a spec or a problem).
+inline size_t hash_words(std::initializer_list<int64_t> ws) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t w : ws) h = (h ^ static_cast<uint64_t>(w)) * 1099511628211ull + (h >> 29);
+  return static_cast<size_t>(h);
+}
 // Widest access, in elements (a power of two of at most 16 bytes), that every pointer's alignment
 // allows; null pointers are ignored.
 int access_width(std::initializer_list<const void*> ptrs, int elem_size);
@@ -73,44 +73,20 @@ bool dependent_launch_supported(int cc_major, int driver_version, bool has_launc
 bool dependent_launch_supported(const DeviceInfo& dev);
 
 // How one row of `vecs` accesses of `vec_bytes` each spreads over a thread-block cluster: the
-// smallest cluster (2 CTAs up to the limit) whose CTAs hold at most a target number of bytes each,
-// about a target number of accesses a thread. False when a CTA's share would need more than 32
-// registers a thread (the row is too long for a cluster's registers).
+// smallest cluster (2 CTAs up to max_cluster) whose CTAs hold at most cta_bytes each, about 4
+// accesses a thread. False when a CTA's share would need more than 32 registers a thread (the row is
+// too long for a cluster's registers). Tuning keys cluster_cta_bytes, cluster_vpt and cluster_max
+// override the family's values.
 struct RowCluster {
   int cluster;     // CTAs per row
   int tpb;         // threads per CTA (power of two, 32..1024)
 };
-// cta_bytes / max_cluster: the op's defaults (the TILEOPS_CLUSTER_* knobs override them).
-bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, RowCluster& out);
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, const Tuning& t, RowCluster& out);
 // Clusters over 8 CTAs (the portable limit) need an opt-in per kernel (build phase).
 void allow_large_clusters(const LoadedKernel& k, int cluster);
 // Opts the kernel into `bytes` of dynamic shared memory (build phase; nothing for 0). Opting in
 // under 48 KB too: static + dynamic may cross it.
 void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev);
-
-// Staged rows walked by persistent CTAs (the staged kernels' row loop, src/kernels/common/
-// bulk_copy.cuh RowStager): the build sizes the grid to the CTAs that fit the SMs at once with two
-// row slots of shared memory each; a call of `rows` rows then launches ceil(rows / k) CTAs of k rows
-// each, k = ceil(rows / max_grid) (equal walks, no straggler wave), with one slot when k = 1.
-// Off by default: on the H200 the walk was slower for most rows (two slots halve the CTAs an SM,
-// and fewer rows are in flight than with one CTA a row; docs/PERF.md). TILEOPS_STAGED_WALK=1 turns
-// it on, TILEOPS_STAGED_WALK_CTAS_PER_SM caps the CTAs an SM (tuning sweeps).
-struct StagedWalk {
-  int64_t max_grid = 0;  // 0: no walk, one CTA a row
-  int slot_bytes = 0;    // dynamic shared memory of one row slot
-  int64_t grid(int64_t rows) const;
-  int smem_bytes(int64_t rows) const;
-};
-// Build phase: opts `k` into the shared memory the walk needs (two slots, or one when two do not
-// fit a CTA: then no walk).
-StagedWalk plan_staged_walk(const LoadedKernel& k, int block, int slot_bytes, const DeviceInfo& dev);
-// The walk for `rows` rows when the device fits `ctas_per_sm` CTAs an SM with two slots each, on
-// `sm_count` SMs (ctas_per_sm 0: no walk). Pure, for tests.
-StagedWalk staged_walk_for(int ctas_per_sm, int sm_count, int slot_bytes);
-
-// A tuning knob for experiments on a GPU (docs/PERF.md): the integer in environment variable `name`
-// when set within [lo, hi], else `dflt`. Callers read it once (a function-local static).
-int env_int(const char* name, int dflt, int lo, int hi);
 
 // Several implementations of one op on this target. Each declares what it applies to and which
 // implementations it is preferred over; a problem gets the applicable implementation that no other
@@ -123,7 +99,6 @@ struct Implementation {
   const char* name;
   bool (*applies)(const Problem&);
   uint32_t preferred_over;
-  bool device_dependent;  // its build reads device facts (arch, cluster limits): they join its identity
 };
 
 [[noreturn]] void throw_no_single_implementation(const char* op, const std::string& candidates);

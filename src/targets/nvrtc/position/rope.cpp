@@ -1,6 +1,6 @@
 // RopeNeoxFwdOp and RopeNonNeoxFwdOp on the nvrtc target (one kernel template, NEOX a template flag;
 // the cache's element type, float32 or q's dtype, another template parameter).
-#include "targets/nvrtc/position_rope_fwd.h"
+#include "targets/nvrtc/position/rope.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "targets/builtin.h"
-#include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::nvrtc {
@@ -44,7 +44,7 @@ int alignment_vec(const OpCall& call, int elem) {
 
 class RopeKernel final : public Kernel {
  public:
-  RopeKernel(LoadedKernel k, RopePlan p) : k_(std::move(k)), p_(p) {}
+  RopeKernel(LoadedKernel k, RopeSpec p) : k_(std::move(k)), p_(p) {}
   void launch(const OpCall& call) const override {
     const at::Tensor& q = call.inputs[op::q];
     const at::Tensor& k = call.inputs[op::k];
@@ -65,60 +65,75 @@ class RopeKernel final : public Kernel {
 
  private:
   LoadedKernel k_;
-  RopePlan p_;
+  RopeSpec p_;
 };
 
-template <bool kNeox>
-KernelBuilder rope_builder() {
-  KernelBuilder b;
-  // Build identity: (dtype, head_dim, rot_dim, access width, cache dtype); the style is the op itself.
-  b.identity = [](const OpCall& call) {
-    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
-                "; use target='reference' (or the default) for this device");
+struct RopeFamily {
+  using Problem = RopeProblem;
+  using Spec = RopeSpec;
+  bool neox;
+
+  Problem problem(const OpCall& call) const {
     const at::Tensor& q = call.inputs[op::q];
     TORCH_CHECK(q.size(1) + call.inputs[op::k].size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
     const at::Tensor& cache = call.inputs[op::cos_sin_cache];
-    return BuildKey{static_cast<int64_t>(q.scalar_type()), q.size(2), cache.size(1),
-                    alignment_vec(call, static_cast<int>(q.element_size())),
-                    static_cast<int64_t>(cache.scalar_type())};
-  };
-  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
-    const int device = call.device.index();
-    const RopePlan plan = plan_rope(static_cast<c10::ScalarType>(key.words[0]), key.words[1], key.words[2], kNeox,
-                                    static_cast<int>(key.words[3]), static_cast<c10::ScalarType>(key.words[4]));
-    return std::make_shared<RopeKernel>(load(rope_source(plan, device_info(device).arch), device), plan);
-  };
-  b.describe = [](const BuildKey& key) {
-    return std::string(kNeox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" +
-           short_type_name(static_cast<c10::ScalarType>(key.words[0])) + ", head_dim=" + std::to_string(key.words[1]) +
-           ", rot_dim=" + std::to_string(key.words[2]) + ", max_vec=" + std::to_string(key.words[3]) +
-           ", cache=" + short_type_name(static_cast<c10::ScalarType>(key.words[4])) + ")";
-  };
-  return b;
-}
+    return RopeProblem{neox, q.scalar_type(), cache.scalar_type(), q.size(2), cache.size(1),
+                       alignment_vec(call, static_cast<int>(q.element_size()))};
+  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
+    RopeSpec s = plan_rope(q.dtype, q.head_dim, q.rot_dim, q.neox, q.max_vec, q.cache_dtype);
+    s.arch = dev.arch;
+    return s;
+  }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
+    return std::make_shared<RopeKernel>(std::move(k[0]), s);
+  }
+};
 
-KernelBuilder rope_neox_builder() { return rope_builder<true>(); }
-KernelBuilder rope_non_neox_builder() { return rope_builder<false>(); }
+KernelBuilder rope_neox_builder() { return spec_builder(RopeFamily{true}); }
+KernelBuilder rope_non_neox_builder() { return spec_builder(RopeFamily{false}); }
 
 }  // namespace
 
-RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
+RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
                    c10::ScalarType cache_dtype) {
-  RopePlan p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype};
+  RopeSpec p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype, {}};
   p.vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
   while (p.vec > 1 && ((rot_dim / 2) % rope_pairs(p) != 0 || head_dim % p.vec != 0)) p.vec /= 2;
   return p;
 }
 
-int rope_pairs(const RopePlan& p) { return p.neox ? p.vec : std::max(1, p.vec / 2); }
+bool RopeProblem::operator==(const RopeProblem& o) const {
+  return neox == o.neox && dtype == o.dtype && cache_dtype == o.cache_dtype && head_dim == o.head_dim &&
+         rot_dim == o.rot_dim && max_vec == o.max_vec;
+}
+size_t RopeProblem::hash() const {
+  return hash_words({neox, static_cast<int64_t>(dtype), static_cast<int64_t>(cache_dtype), head_dim, rot_dim, max_vec});
+}
+bool RopeSpec::operator==(const RopeSpec& o) const {
+  return dtype == o.dtype && head_dim == o.head_dim && rot_dim == o.rot_dim && vec == o.vec && neox == o.neox &&
+         cache_dtype == o.cache_dtype && arch == o.arch;
+}
+size_t RopeSpec::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), head_dim, rot_dim, vec, neox, static_cast<int64_t>(cache_dtype)}) ^
+         std::hash<std::string>()(arch);
+}
+std::vector<jit::KernelSource> RopeSpec::sources() const { return {rope_source(*this, arch)}; }
+std::string RopeSpec::describe() const {
+  return std::string(neox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" + short_type_name(dtype) +
+         ", head_dim=" + std::to_string(head_dim) + ", rot_dim=" + std::to_string(rot_dim) + ", vec=" +
+         std::to_string(vec) + ", cache=" + short_type_name(cache_dtype) + ")";
+}
 
-std::string rope_name(const RopePlan& p, const std::string& arch) {
+int rope_pairs(const RopeSpec& p) { return p.neox ? p.vec : std::max(1, p.vec / 2); }
+
+std::string rope_name(const RopeSpec& p, const std::string& arch) {
   return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__c" +
          short_type_name(p.cache_dtype) + "__d" + std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) +
          "_v" + std::to_string(p.vec) + "__" + arch;
 }
 
-jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
+jit::KernelSource rope_source(const RopeSpec& p, const std::string& arch) {
   const std::string expr = std::string("tileops::rope_fwd<") + kernel_type_name(p.dtype) + ", " +
                            kernel_type_name(p.cache_dtype) + ", " + std::to_string(p.head_dim) + ", " +
                            std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
@@ -126,7 +141,7 @@ jit::KernelSource rope_source(const RopePlan& p, const std::string& arch) {
   return make_source(rope_name(p, arch), "position/rope_fwd.cuh", expr, arch);
 }
 
-RopeLaunch rope_launch_shape(const RopePlan& p, int64_t heads) {
+RopeLaunch rope_launch_shape(const RopeSpec& p, int64_t heads) {
   // Mirrors RopeShape in rope_fwd.cuh: a lane per unit, at most 128 lanes (they loop beyond).
   const int units = p.rot_dim / 2 / rope_pairs(p);
   RopeLaunch s{};

@@ -1,5 +1,5 @@
 // SinusoidalFwdOp on the nvrtc target.
-#include "targets/nvrtc/position_sinusoidal_fwd.h"
+#include "targets/nvrtc/position/sinusoidal.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "targets/builtin.h"
-#include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::nvrtc {
@@ -36,34 +36,33 @@ class SinusoidalKernel final : public Kernel {
   int vec_;
 };
 
-KernelBuilder sinusoidal_builder() {
-  KernelBuilder b;
-  // Build identity: (dtype, access width); dim and base are launch arguments.
-  b.identity = [](const OpCall& call) {
-    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA devices only, got ", call.device);
+struct SinusoidalFamily {
+  using Problem = SinusoidalProblem;
+  using Spec = SinusoidalSpec;
+  Problem problem(const OpCall& call) const {
     const at::Tensor& out = call.outputs[op::table];
     TORCH_CHECK(call.params[op::dim].as_int() <= 0x7fffffffLL, call.op_name, ": dim too large");
-    const auto bits = reinterpret_cast<uintptr_t>(out.data_ptr());
-    int bytes = 16;
-    while (bytes > 1 && bits % bytes != 0) bytes /= 2;
-    const int max_vec = std::max(1, bytes / static_cast<int>(out.element_size()));
-    return BuildKey{static_cast<int64_t>(out.scalar_type()),
-                    sinusoidal_vec(out.scalar_type(), call.params[op::dim].as_int(), max_vec)};
-  };
-  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
-    const int device = call.device.index();
-    const int vec = static_cast<int>(key.words[1]);
-    auto src = sinusoidal_source(static_cast<c10::ScalarType>(key.words[0]), vec, device_info(device).arch);
-    return std::make_shared<SinusoidalKernel>(load(src, device), vec);
-  };
-  b.describe = [](const BuildKey& key) {
-    return "sinusoidal_fwd(dtype=" + std::string(c10::toString(static_cast<c10::ScalarType>(key.words[0]))) +
-           ", vec=" + std::to_string(key.words[1]) + ")";
-  };
-  return b;
-}
+    const int max_vec = access_width({out.data_ptr()}, static_cast<int>(out.element_size()));
+    return {out.scalar_type(), sinusoidal_vec(out.scalar_type(), call.params[op::dim].as_int(), max_vec)};
+  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return {q.dtype, q.vec, dev.arch}; }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
+    return std::make_shared<SinusoidalKernel>(std::move(k[0]), s.vec);
+  }
+};
+
+KernelBuilder sinusoidal_builder() { return spec_builder(SinusoidalFamily{}); }
 
 }  // namespace
+
+size_t SinusoidalProblem::hash() const { return hash_words({static_cast<int64_t>(dtype), vec}); }
+size_t SinusoidalSpec::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), vec}) ^ std::hash<std::string>()(arch);
+}
+std::vector<jit::KernelSource> SinusoidalSpec::sources() const { return {sinusoidal_source(dtype, vec, arch)}; }
+std::string SinusoidalSpec::describe() const {
+  return std::string("sinusoidal_fwd(dtype=") + short_type_name(dtype) + ", vec=" + std::to_string(vec) + ")";
+}
 
 int sinusoidal_vec(c10::ScalarType dtype, int64_t dim, int max_vec) {
   // A pair (sin, cos) is the smallest unit; the manifest guarantees an even dim.
@@ -73,13 +72,12 @@ int sinusoidal_vec(c10::ScalarType dtype, int64_t dim, int max_vec) {
 }
 
 jit::KernelSource sinusoidal_source(c10::ScalarType dtype, int vec, const std::string& arch) {
-  const char* t = dtype == c10::kHalf ? "tileops::f16" : dtype == c10::kBFloat16 ? "tileops::bf16" : "float";
   TORCH_CHECK(dtype == c10::kHalf || dtype == c10::kBFloat16 || dtype == c10::kFloat,
               "tileops: sinusoidal_fwd has no kernel for dtype ", dtype);
-  const char* s = dtype == c10::kHalf ? "f16" : dtype == c10::kBFloat16 ? "bf16" : "f32";
-  return make_source(std::string("sinusoidal_fwd__") + s + "__v" + std::to_string(vec) + "__" + arch,
+  return make_source(std::string("sinusoidal_fwd__") + short_type_name(dtype) + "__v" + std::to_string(vec) + "__" + arch,
                      "position/sinusoidal_fwd.cuh",
-                     std::string("tileops::sinusoidal_fwd<") + t + ", " + std::to_string(vec) + ">", arch);
+                     std::string("tileops::sinusoidal_fwd<") + kernel_type_name(dtype) + ", " + std::to_string(vec) + ">",
+                     arch);
 }
 
 TILEOPS_BUILTIN_KERNEL(nvrtc, SinusoidalFwdOp, sinusoidal_builder);

@@ -6,33 +6,50 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "jit/nvrtc_compiler.h"
 
 namespace tileops::nvrtc {
 
-struct RopePlan {
+struct RopeSpec {
   c10::ScalarType dtype;  // q's and k's
   int head_dim;
   int rot_dim;
   int vec;    // elements an access (16 bytes when the layout and pointers allow)
   bool neox;
   c10::ScalarType cache_dtype = c10::ScalarType::Float;  // float32 or q's dtype (dtype_combos)
+  std::string arch;
+
+  bool operator==(const RopeSpec& o) const;
+  size_t hash() const;
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+
+// What a call asks for; the style (neox or GPT-J) is the op itself.
+struct RopeProblem {
+  bool neox;
+  c10::ScalarType dtype, cache_dtype;
+  int64_t head_dim, rot_dim;
+  int max_vec;  // widest access the pointers' alignment allows (the cache's folded in)
+  bool operator==(const RopeProblem& o) const;
+  size_t hash() const;
 };
 
 // max_vec: the widest access the pointers' alignment allows (1..16/elem_size; the caller folds the
 // cache's alignment in).
-RopePlan plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
+RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
                    c10::ScalarType cache_dtype = c10::ScalarType::Float);
 // Rotation pairs a thread's unit holds: neox vec (two accesses), GPT-J vec / 2 (one access, or 1).
-int rope_pairs(const RopePlan& p);
-std::string rope_name(const RopePlan& p, const std::string& arch);
-jit::KernelSource rope_source(const RopePlan& p, const std::string& arch);
+int rope_pairs(const RopeSpec& p);
+std::string rope_name(const RopeSpec& p, const std::string& arch);
+jit::KernelSource rope_source(const RopeSpec& p, const std::string& arch);
 
 // Block shape for `heads` (hq + hk) heads a token: threads = lanes * slots * tpb <= 256.
 struct RopeLaunch {
   int lanes, slots, tpb;
 };
-RopeLaunch rope_launch_shape(const RopePlan& p, int64_t heads);
+RopeLaunch rope_launch_shape(const RopeSpec& p, int64_t heads);
 
 }  // namespace tileops::nvrtc

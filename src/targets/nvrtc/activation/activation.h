@@ -1,6 +1,6 @@
-// The activation family on the nvrtc target: which specialisation of
-// src/kernels/activation/{unary,gated}_fwd.cuh serves a call, and its source (for the builders in
-// activation_fwd.cpp and the NVRTC compile test).
+// The activation family on the nvrtc target: ReluFwdOp, SiluFwdOp, GeluFwdOp, SigmoidFwdOp and the
+// gated SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (src/kernels/activation/
+// {unary,gated}_fwd.cuh). The problem is the spec: sizes are kernel arguments.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "jit/nvrtc_compiler.h"
 
@@ -16,7 +17,7 @@ namespace tileops::nvrtc {
 // Same ids as kAct* in src/kernels/activation/act.cuh.
 enum class Act : int { Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Sigmoid = 4 };
 
-struct ActivationPlan {
+struct ActivationSpec {
   c10::ScalarType dtype;  // x's
   Act act;
   bool gated;  // y = act(x[..., :d]) * x[..., d:] instead of y = act(x)
@@ -25,11 +26,21 @@ struct ActivationPlan {
   // Undefined = x's dtype.
   c10::ScalarType out_dtype = c10::ScalarType::Undefined;
 
+  std::string arch;
+
   c10::ScalarType y_dtype() const { return out_dtype == c10::ScalarType::Undefined ? dtype : out_dtype; }
+  bool operator==(const ActivationSpec& o) const;
+  size_t hash() const;
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
 };
+// What a call asks for: the spec without the device.
+using ActivationProblem = ActivationSpec;
 
 constexpr int kActivationThreads = 256;
 constexpr int kActivationUnroll = 4;
+// One trip of kActivationUnroll accesses a thread, as many CTAs as that takes (no grid cap): the
+// capped, striding grid ran slower (docs/PERF.md, "Activations"). Tuning: act_ctas_per_sm.
 
 // Widest power-of-two access (in elements, <= 16 bytes) that every pointer's alignment and
 // `divisor` (the gated row width d; 0 = no constraint) allow.
@@ -37,7 +48,7 @@ int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list
 // Unary ops, x and y of possibly different dtypes: the widest step (elements) for which x's loads
 // and y's stores are each 16 bytes at most and aligned; with equal dtypes the same as above.
 int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, const void* y);
-std::string activation_name(const ActivationPlan& p, const std::string& arch);
-jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch);
+std::string activation_name(const ActivationSpec& p, const std::string& arch);
+jit::KernelSource activation_source(const ActivationSpec& p, const std::string& arch);
 
 }  // namespace tileops::nvrtc

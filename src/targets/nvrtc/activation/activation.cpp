@@ -1,19 +1,14 @@
-// The activation family (manifests/activation.yaml) on the nvrtc target: ReluFwdOp, SiluFwdOp,
-// GeluFwdOp (both branches: the kernel does not care whether y is x), SigmoidFwdOp (y float32 for
-// integer/bool x) and the gated SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (both
-// branches: y is a fresh tensor or the caller's contiguous out). Identity: (x dtype, activation,
-// access width, y dtype); sizes are kernel arguments.
-#include "targets/nvrtc/activation_fwd.h"
+// The activation family on the nvrtc target: problem (= spec), launch and registration.
+#include "targets/nvrtc/activation/activation.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
 #include "targets/builtin.h"
-#include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::nvrtc {
@@ -42,24 +37,16 @@ const char* act_name(Act a) {
 
 class ActivationKernel final : public Kernel {
  public:
-  ActivationKernel(LoadedKernel k, ActivationPlan p, int sm_count) : k_(std::move(k)), p_(p), sms_(sm_count) {}
+  // cap: most CTAs a launch (tuning: act_ctas_per_sm per SM; by default none).
+  ActivationKernel(LoadedKernel k, ActivationSpec p, long long cap) : k_(std::move(k)), p_(p), cap_(cap) {}
   void launch(const OpCall& call) const override {
     const at::Tensor& x = call.inputs[0];
     const void* xp = x.const_data_ptr();
     void* yp = call.outputs[0].mutable_data_ptr();
     long long n = x.numel(), d = p_.gated ? x.size(-1) / 2 : 0, rows = p_.gated ? n / x.size(-1) : 0;
     const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
-    // One trip of kActivationUnroll accesses a thread, as many CTAs as that takes: measured on the
-    // H200 (docs/PERF.md), capping the grid at 8 CTAs an SM and striding ran Relu/SiLU 128 MB bf16
-    // at 0.91/0.85 of copy, the uncapped grid at 0.97/0.97. At least one CTA for the unary tail.
-    // TILEOPS_ACT_CTAS_PER_SM caps it for tuning experiments (read once; unset or 0: no cap).
-    static const long long kCap = [] {
-      const char* v = std::getenv("TILEOPS_ACT_CTAS_PER_SM");
-      return v ? std::atoll(v) : 0LL;
-    }();
     const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
-    const long long cap = kCap > 0 ? kCap * sms_ : 0x7fffffffLL;
-    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, cap);
+    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, cap_);
     void* unary_args[] = {&xp, &yp, &n};
     void* gated_args[] = {&xp, &yp, &rows, &d};
     nvrtc::launch(k_, static_cast<unsigned>(grid), kActivationThreads, 0, p_.gated ? gated_args : unary_args);
@@ -67,45 +54,41 @@ class ActivationKernel final : public Kernel {
 
  private:
   LoadedKernel k_;
-  ActivationPlan p_;
-  int sms_;
+  ActivationSpec p_;
+  long long cap_;
 };
 
-// The build key is (x dtype, activation, vec, y dtype).
-ActivationPlan plan_of(const BuildKey& key, bool gated) {
-  const auto x = static_cast<c10::ScalarType>(key.words[0]), y = static_cast<c10::ScalarType>(key.words[3]);
-  return {x, static_cast<Act>(key.words[1]), gated, static_cast<int>(key.words[2]),
-          y == x ? c10::ScalarType::Undefined : y};
-}
+struct ActivationFamily {
+  using Problem = ActivationProblem;
+  using Spec = ActivationSpec;
+  bool gated;
+  Act fixed_act;
+  bool gelu_param;  // GeluFwdOp reads its activation from the `approximate` param
 
-// One builder for all seven ops. GeluFwdOp reads its activation from the `approximate` param.
-KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false) {
-  KernelBuilder b;
-  b.identity = [gated, fixed_act, gelu_param](const OpCall& call) {
-    TORCH_CHECK(call.device.is_cuda(), "target 'nvrtc' serves CUDA tensors only, got ", call.device,
-                "; use target='reference' (or the default) for this device");
+  Problem problem(const OpCall& call) const {
     const at::Tensor& x = call.inputs[0];
+    const at::Tensor& y = call.outputs[0];
     // choices: none | tanh (checked by the generated boundary)
     const Act act = gelu_param && call.params[gelu::approximate].as_str() == "tanh" ? Act::GeluTanh : fixed_act;
-    const at::Tensor& y = call.outputs[0];
     const int vec = gated ? activation_vec(x.scalar_type(), x.size(-1) / 2, {x.const_data_ptr(), y.const_data_ptr()})
                           : unary_vec(x.scalar_type(), y.scalar_type(), x.const_data_ptr(), y.const_data_ptr());
-    return BuildKey{static_cast<int64_t>(x.scalar_type()), static_cast<int64_t>(act), vec,
-                    static_cast<int64_t>(y.scalar_type())};
-  };
-  b.build = [gated](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
-    const DeviceInfo& dev = device_info(call.device.index());
-    const ActivationPlan p = plan_of(key, gated);
-    return std::make_shared<ActivationKernel>(load(activation_source(p, dev.arch), call.device.index()), p,
-                                              dev.sm_count);
-  };
-  b.describe = [gated](const BuildKey& key) {
-    const ActivationPlan p = plan_of(key, gated);
-    return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") + short_type_name(p.dtype) +
-           (p.y_dtype() == p.dtype ? "" : std::string("->") + short_type_name(p.y_dtype())) + ", act=" +
-           act_name(p.act) + ", vec=" + std::to_string(p.vec) + ")";
-  };
-  return b;
+    return ActivationSpec{x.scalar_type(), act, gated, vec,
+                          y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type()};
+  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
+    Spec s = q;
+    s.arch = dev.arch;
+    return s;
+  }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    const int per_sm = tuning().act_ctas_per_sm;
+    return std::make_shared<ActivationKernel>(std::move(k[0]), s,
+                                              per_sm > 0 ? static_cast<long long>(per_sm) * dev.sm_count : 0x7fffffffLL);
+  }
+};
+
+KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false) {
+  return spec_builder(ActivationFamily{gated, fixed_act, gelu_param});
 }
 
 KernelBuilder relu_fwd_builder() { return activation_builder(false, Act::Relu); }
@@ -137,14 +120,30 @@ int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, c
   return vec;
 }
 
-std::string activation_name(const ActivationPlan& p, const std::string& arch) {
+bool ActivationSpec::operator==(const ActivationSpec& o) const {
+  return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
+         arch == o.arch;
+}
+size_t ActivationSpec::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec,
+                     static_cast<int64_t>(out_dtype)}) ^
+         std::hash<std::string>()(arch);
+}
+std::vector<jit::KernelSource> ActivationSpec::sources() const { return {activation_source(*this, arch)}; }
+std::string ActivationSpec::describe() const {
+  return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") + short_type_name(dtype) +
+         (y_dtype() == dtype ? "" : std::string("->") + short_type_name(y_dtype())) + ", act=" + act_name(act) +
+         ", vec=" + std::to_string(vec) + ")";
+}
+
+std::string activation_name(const ActivationSpec& p, const std::string& arch) {
   std::string types = short_type_name(p.dtype);
   if (p.y_dtype() != p.dtype) types += std::string("_") + short_type_name(p.y_dtype());  // e.g. i32_f32
   return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + types + "__v" +
          std::to_string(p.vec) + "__" + arch;
 }
 
-jit::KernelSource activation_source(const ActivationPlan& p, const std::string& arch) {
+jit::KernelSource activation_source(const ActivationSpec& p, const std::string& arch) {
   TORCH_CHECK(!p.gated || p.y_dtype() == p.dtype, "tileops: the gated activation kernel keeps x's dtype");
   const std::string types = p.gated ? kernel_type_name(p.dtype)
                                     : std::string(kernel_type_name(p.dtype)) + ", " + kernel_type_name(p.y_dtype());

@@ -1,0 +1,93 @@
+// Norm backward on the nvrtc target: RMSNormBwdOp and LayerNormBwdOp share one problem, spec and plan
+// (src/kernels/norm/{rms,layer}_norm_bwd.cuh, norm_bwd_common.cuh).
+//
+// A call: dx and the per-CTA partial rows of dweight/dbias from one persistent launch of G CTAs
+// (G = norm_bwd_grid, fixed per spec, device and row count, so the summation order is too), then,
+// when a weight gradient is wanted, norm_bwd_reduce sums the G partial rows per column in a fixed
+// order (on sm_90+ a programmatic dependent launch of the main kernel, which hides the launch gap).
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/tuning.h"
+
+namespace tileops::nvrtc {
+
+// Shared memory a plan may stage rows in: fits one CTA on sm_80 (164 KB per SM) and sm_90.
+constexpr int kNormBwdSmemBudget = 160 * 1024;
+// Static shared memory the backward kernels may use beside the dynamic stages (their reduction
+// scratch: at most 1280 bytes, LayerNorm at 1024 threads a row); dynamic budgets leave this much.
+constexpr int kNormBwdStaticSmem = 2048;
+// Upper bound of the fp32 workspace of per-CTA partial rows (caps the grid for very long rows).
+constexpr int64_t kNormBwdWorkspaceBudget = int64_t{256} << 20;
+
+// The measured thresholds of the norm backward plans; docs/PERF.md, "Norm backward" for each number.
+struct NormBwdTable {
+  int vecs_per_thread = 4;            // as the forward's register rows
+  int cta_threads = 256;              // short rows share a 256-thread CTA: fewer partial rows to sum
+  int64_t one_cta_min_row_bytes = 8192;  // staged RMSNorm rows with dweight, one CTA an SM: 16384x4096 117 -> 103 us
+  int64_t few_walks = 8;              // LayerNorm calls of <= 8 row groups a CTA, one CTA an SM: 2048x4096 23.4 -> 21.9 us
+};
+constexpr NormBwdTable kNormBwdTable{};
+
+struct NormBwdProblem {
+  bool layer;            // LayerNormBwdOp (else RMSNormBwdOp)
+  c10::ScalarType dtype;
+  int64_t n;             // row length (prod(normalized_shape))
+  int max_vec;           // widest access the pointers' alignment allows
+  bool weight;
+  bool dw, db;           // dweight / dbias wanted (db: LayerNorm only)
+  bool operator==(const NormBwdProblem& o) const;
+  size_t hash() const;
+};
+
+struct NormBwdSpec {
+  c10::ScalarType dtype;
+  bool layer;
+  int n;             // row length
+  int vec;           // elements per access
+  int tpr;           // threads per row (power of two, <= 1024)
+  int rows;          // row groups per CTA (CTA = tpr * rows threads)
+  int min_blocks;    // __launch_bounds__ minimum CTAs per SM: caps registers at 64K / (threads * min_blocks)
+  int grid_per_sm;   // CTAs per SM of the persistent grid (<= min_blocks; fewer where more measured slower)
+  bool has_weight;
+  bool dw, db;
+  bool smem;         // rows staged in shared memory one row ahead (cp.async)
+  bool acc_reg;      // per-column partials in registers (else in the CTA's workspace row)
+  int smem_bytes;    // dynamic shared memory per CTA
+  std::string arch;
+  int threads() const { return tpr * rows; }
+
+  bool operator==(const NormBwdSpec& o) const;
+  size_t hash() const;
+  std::string name() const;
+  std::string template_expression() const;
+  // The main kernel, then (with dweight or dbias) the reduction of the partial rows.
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+
+// The dynamic shared memory a plan may stage rows in on a device of this per-block opt-in limit: the
+// static scratch must fit beside it.
+int norm_bwd_smem_budget(int max_smem_optin);
+NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const Tuning& t = {});
+// The second kernel: sums the partial rows in a fixed order into dweight / dbias.
+jit::KernelSource norm_bwd_reduce_source(c10::ScalarType dtype, bool dw, bool db, const std::string& arch);
+
+// CTAs per SM of the persistent grid: the spec's grid_per_sm, bounded by the SM's threads, blocks and
+// shared memory.
+int norm_bwd_blocks_per_sm(const NormBwdSpec& s, const DeviceFacts& dev, const Tuning& t = {});
+// The persistent grid's size for a device (before capping by the number of row groups of a call):
+// fixed per build and device, so the order in which partials are summed never changes.
+int norm_bwd_max_grid(const NormBwdSpec& s, const DeviceFacts& dev, const Tuning& t = {});
+// The launch grid of a call of `rows` rows: at most max_grid CTAs and one a row group; one CTA an SM
+// for short LayerNorm calls. Fixed by spec, device and rows, so the order of the sums is too.
+int64_t norm_bwd_grid(const NormBwdSpec& s, int64_t rows, int max_grid, int sm_count, const Tuning& t = {});
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,109 @@
+#include "targets/nvrtc/norm/norm_bwd_launch.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <cfloat>
+
+#include "common/log.h"
+#include "targets/nvrtc/spec_builder.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+class NormBwdKernel final : public Kernel {
+ public:
+  NormBwdKernel(std::vector<LoadedKernel> k, const NormBwdSpec& s, NormBwdSlots slots, int max_grid, int sm_count,
+                bool dependent_reduce)
+      : k_(std::move(k)),
+        s_(s),
+        slots_(slots),
+        max_grid_(max_grid),
+        sm_count_(sm_count),
+        dependent_reduce_(dependent_reduce) {}
+
+  void launch(const OpCall& call) const override {
+    const at::Tensor& dy_t = call.inputs[slots_.dy];
+    const void* dy = dy_t.const_data_ptr();
+    const void* x = call.inputs[slots_.x].const_data_ptr();
+    const void* w = s_.has_weight ? call.inputs[slots_.weight].const_data_ptr() : nullptr;
+    void* dx = call.outputs[slots_.dx].mutable_data_ptr();
+    long long rows = dy_t.numel() / s_.n;
+    float eps = eps_of(call);
+    const long long grid = norm_bwd_grid(s_, rows, max_grid_, sm_count_, tuning());
+    // Per-CTA partial rows: [grid, n] for dweight, then [grid, n] for dbias. M = 0 gives grid = 0:
+    // the main kernel is skipped and the reduction writes zeros (the gradient of no rows).
+    at::Tensor ws;
+    void* part_w = nullptr;
+    void* part_b = nullptr;
+    if (s_.dw || s_.db) {
+      const int64_t per = grid * s_.n;
+      ws = at::empty({(int64_t{s_.dw} + int64_t{s_.db}) * per}, dy_t.options().dtype(at::kFloat));
+      float* base = ws.mutable_data_ptr<float>();
+      if (s_.dw) part_w = base;
+      if (s_.db) part_b = base + (s_.dw ? per : 0);
+    }
+    if (grid > 0) {
+      void* args[] = {&dy, &x, &w, &dx, &part_w, &part_b, &rows, &eps};
+      nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(s_.threads()),
+                    static_cast<unsigned>(s_.smem_bytes), args);
+    }
+    if (k_.size() > 1) {
+      void* dweight = s_.dw ? call.outputs[slots_.dweight].mutable_data_ptr() : nullptr;
+      void* dbias = s_.db ? call.outputs[slots_.dbias].mutable_data_ptr() : nullptr;
+      int parts = static_cast<int>(grid);
+      int n = s_.n;
+      void* args[] = {&part_w, &part_b, &dweight, &dbias, &parts, &n};
+      // 32 warps a CTA: kReduceWarps in norm_bwd_common.cuh.
+      const auto rgrid = static_cast<unsigned>((s_.n + 31) / 32);
+      // Dependent only on our own main kernel: with no rows there is none, and the reduction would
+      // depend on whatever the stream ran before.
+      if (dependent_reduce_ && grid > 0) nvrtc::launch_dependent(k_[1], rgrid, 1024, 0, args);
+      else nvrtc::launch(k_[1], rgrid, 1024, 0, args);
+    }
+  }
+
+ private:
+  float eps_of(const OpCall& call) const {
+    // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
+    const auto eps = call.params[slots_.eps].as_optional_real();
+    return eps ? static_cast<float>(*eps) : FLT_EPSILON;
+  }
+
+  std::vector<LoadedKernel> k_;  // main, then the reduction when a weight gradient is wanted
+  NormBwdSpec s_;
+  NormBwdSlots slots_;
+  int max_grid_;
+  int sm_count_;
+  bool dependent_reduce_;  // the reduction is a programmatic dependent launch (sm_90+)
+};
+
+}  // namespace
+
+NormBwdProblem NormBwdFamily::problem(const OpCall& call) const {
+  const at::Tensor& dy = call.inputs[slots.dy];
+  const at::Tensor& w = call.inputs[slots.weight];
+  const int max_vec = access_width({dy.data_ptr(), call.inputs[slots.x].data_ptr(), call.outputs[slots.dx].data_ptr(),
+                                    w.defined() ? w.data_ptr() : nullptr},
+                                   static_cast<int>(dy.element_size()));
+  return NormBwdProblem{slots.layer,
+                        dy.scalar_type(),
+                        c10::multiply_integers(call.params[slots.normalized_shape].as_ints()),
+                        max_vec,
+                        w.defined(),
+                        call.outputs[slots.dweight].defined(),
+                        slots.dbias >= 0 && call.outputs[slots.dbias].defined()};
+}
+
+std::shared_ptr<const Kernel> NormBwdFamily::make(const NormBwdSpec& s, std::vector<LoadedKernel> k,
+                                                  const DeviceInfo& dev) const {
+  allow_dynamic_smem(k[0], s.smem_bytes, dev);
+  const bool dependent = dependent_launch_supported(dev) && !tuning().norm_bwd_plain_reduce;
+  if (k.size() > 1)
+    log::debug("tileops: " + k[1].name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
+  const int max_grid = norm_bwd_max_grid(s, dev, tuning());
+  return std::make_shared<NormBwdKernel>(std::move(k), s, slots, max_grid, dev.sm_count, dependent);
+}
+
+
+}  // namespace tileops::nvrtc

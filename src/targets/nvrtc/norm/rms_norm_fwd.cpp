@@ -1,0 +1,21 @@
+// RMSNormFwdOp on the nvrtc target: a row norm (row_norm.h) without residual or bias.
+#include "targets/builtin.h"
+#include "targets/nvrtc/norm/row_norm_launch.h"
+#include "targets/nvrtc/spec_builder.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+namespace op = tileops::ops::norm_rms_norm_fwd;
+}  // namespace
+
+RowNormFamily rms_norm_fwd_family() {
+  return RowNormFamily{RowNormOp::kRmsNorm,
+                       RowNormSlots{op::x, -1, op::weight, -1, op::y, -1, op::normalized_shape, op::eps}};
+}
+
+namespace {
+KernelBuilder rms_norm_fwd_builder() { return spec_builder(rms_norm_fwd_family()); }
+TILEOPS_BUILTIN_KERNEL(nvrtc, RMSNormFwdOp, rms_norm_fwd_builder);
+}  // namespace
+}  // namespace tileops::nvrtc

@@ -1,0 +1,224 @@
+// Row norm forward: the plan (problem, device, tuning -> spec) and what a spec renders.
+#include "targets/nvrtc/norm/row_norm.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+namespace tileops::nvrtc {
+namespace {
+
+const RowNormTable& kT = kRowNormTable;
+
+int elem_size(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
+int64_t row_bytes(const RowNormProblem& q) { return q.n * elem_size(q.dtype); }
+bool fused(RowNormOp op) { return op == RowNormOp::kFusedAddRmsNorm; }
+
+// Register rows and streaming rows share one thread layout: about vecs_per_thread vectors a thread
+// on up to 256 threads a row, then up to 8 (registers still hold the row), then wider CTAs; groups
+// wider than a warp reduce through shared memory and own their CTA.
+void plan_row_per_cta(RowNormSpec& s, bool cache, const Tuning& t) {
+  const int target = t.rms_vecs_per_thread ? t.rms_vecs_per_thread : kT.vecs_per_thread;
+  const int64_t vecs = s.n / s.vec;
+  s.tpr = std::min<int>(256, next_pow2((vecs + target - 1) / target));
+  if ((vecs + s.tpr - 1) / s.tpr > 8) s.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
+  s.rows = s.tpr > 32 ? 1 : 256 / s.tpr;
+  s.cache = cache;
+}
+
+// Cluster: the row spread over 2..cluster_max CTAs of at most cluster_cta_bytes each; with 16-byte
+// accesses each CTA's chunk (and the residual's) is staged in shared memory. False when the chunk
+// does not fit a CTA's registers.
+bool plan_cluster(RowNormSpec& s, const Tuning& t) {
+  RowCluster rc{};
+  const int64_t vecs = s.n / s.vec;
+  const bool fits = plan_row_cluster(vecs, s.vec * elem_size(s.dtype), kT.cluster_cta_bytes, kT.cluster_max, t, rc);
+  s.cluster = rc.cluster;
+  s.tpr = rc.tpb;
+  s.rows = 1;
+  s.cache = true;
+  const int64_t chunk = (vecs + s.cluster - 1) / s.cluster;
+  s.staged = s.vec * elem_size(s.dtype) == 16 && chunk * 16 * (fused(s.op) ? 2 : 1) <= kT.cluster_staged_max_smem;
+  if (s.staged) {
+    const int vpt = t.staged_cluster_vpt ? t.staged_cluster_vpt : kT.cluster_staged_vpt;
+    s.tpr = std::clamp(next_pow2((chunk + vpt - 1) / vpt), 32, 1024);
+  }
+  return fits;
+}
+
+RowNormSpec base_spec(const RowNormProblem& q, int vec, const DeviceFacts& dev) {
+  RowNormSpec s{};
+  s.op = q.op;
+  s.dtype = q.dtype;
+  s.n = static_cast<int>(q.n);
+  s.vec = vec;
+  s.cluster = 1;
+  s.rows = 1;
+  s.weight = q.weight;
+  s.bias = q.bias;
+  s.arch = dev.arch;
+  return s;
+}
+
+bool register_resident_applies(const RowNormQuery& r) { return row_bytes(r.q) <= kT.register_max_row_bytes; }
+bool cluster_applies(const RowNormQuery& r) {
+  if (r.q.op == RowNormOp::kLayerNorm || r.dev.cc_major < 9) return false;
+  RowNormSpec s = base_spec(r.q, r.vec, r.dev);
+  return plan_cluster(s, r.t);
+}
+bool streaming_applies(const RowNormQuery&) { return true; }
+bool staged_applies(const RowNormQuery& r) {
+  switch (r.q.op) {
+    case RowNormOp::kFusedAddRmsNorm:
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.fused_staged_min_row_bytes, r.t);
+    case RowNormOp::kRmsNorm:
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.rms_staged_min_row_bytes, r.t) &&
+             row_bytes(r.q) <= kT.rms_staged_max_row_bytes;
+    case RowNormOp::kLayerNorm:
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.ln_staged_min_row_bytes, r.t);
+  }
+  return false;
+}
+
+constexpr uint32_t bit(RowNormImpl i) { return 1u << static_cast<int>(i); }
+
+const char* op_stem(RowNormOp op) {
+  switch (op) {
+    case RowNormOp::kRmsNorm: return "rms_norm_fwd";
+    case RowNormOp::kFusedAddRmsNorm: return "fused_add_rms_norm_fwd";
+    case RowNormOp::kLayerNorm: return "layer_norm_fwd";
+  }
+  return "?";
+}
+
+const char* op_name(RowNormOp op) {
+  switch (op) {
+    case RowNormOp::kRmsNorm: return "tileops::norm_rms_norm_fwd";
+    case RowNormOp::kFusedAddRmsNorm: return "tileops::norm_fused_add_rms_norm_fwd";
+    case RowNormOp::kLayerNorm: return "tileops::norm_layer_norm_fwd";
+  }
+  return "?";
+}
+
+const char* tf(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+bool RowNormProblem::operator==(const RowNormProblem& o) const {
+  return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias;
+}
+size_t RowNormProblem::hash() const {
+  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias});
+}
+
+bool RowNormSpec::operator==(const RowNormSpec& o) const {
+  return op == o.op && impl == o.impl && dtype == o.dtype && n == o.n && vec == o.vec && tpr == o.tpr &&
+         rows == o.rows && cluster == o.cluster && weight == o.weight && bias == o.bias && cache == o.cache &&
+         staged == o.staged && one_pass == o.one_pass && arch == o.arch;
+}
+size_t RowNormSpec::hash() const {
+  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(impl), static_cast<int64_t>(dtype), n, vec, tpr,
+                     rows, cluster, weight, bias, cache, staged, one_pass}) ^
+         std::hash<std::string>()(arch);
+}
+
+const std::vector<Implementation<RowNormQuery>>& row_norm_implementations() {
+  static const std::vector<Implementation<RowNormQuery>> impls{
+      {static_cast<int>(RowNormImpl::kRegisterResident), "register-resident", register_resident_applies,
+       bit(RowNormImpl::kCluster) | bit(RowNormImpl::kStreaming)},
+      {static_cast<int>(RowNormImpl::kCluster), "cluster", cluster_applies, bit(RowNormImpl::kStreaming)},
+      {static_cast<int>(RowNormImpl::kStreaming), "streaming", streaming_applies, 0u},
+      {static_cast<int>(RowNormImpl::kStaged), "staged", staged_applies,
+       bit(RowNormImpl::kRegisterResident) | bit(RowNormImpl::kCluster) | bit(RowNormImpl::kStreaming)},
+  };
+  return impls;
+}
+
+const char* row_norm_impl_name(RowNormImpl impl) {
+  for (const auto& i : row_norm_implementations())
+    if (i.id == static_cast<int>(impl)) return i.name;
+  return "?";
+}
+
+bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, const DeviceFacts& dev, int min_row_bytes,
+                        const Tuning& t) {
+  const int64_t bytes = n * elem_size(dtype);
+  const int min_bytes = t.staged_min_row_bytes ? t.staged_min_row_bytes : min_row_bytes;
+  return dev.cc_major >= 9 && vec * elem_size(dtype) == 16 && bytes >= min_bytes && bytes <= 65536;
+}
+
+int staged_row_threads(int64_t vecs, int per_thread, const Tuning& t) {
+  const int v = t.staged_row_vpt ? t.staged_row_vpt : per_thread;
+  return std::clamp(next_pow2((vecs + v - 1) / v), 32, 1024);
+}
+
+RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const int vec = row_access_width(q.dtype, q.n, q.max_vec);
+  RowNormSpec s = base_spec(q, vec, dev);
+  s.impl = static_cast<RowNormImpl>(
+      select_implementation(op_name(q.op), row_norm_implementations(), RowNormQuery{q, vec, dev, t}).id);
+  switch (s.impl) {
+    case RowNormImpl::kRegisterResident: plan_row_per_cta(s, true, t); break;
+    case RowNormImpl::kStreaming: plan_row_per_cta(s, false, t); break;
+    case RowNormImpl::kCluster: plan_cluster(s, t); break;
+    case RowNormImpl::kStaged: {
+      int vpt = q.op == RowNormOp::kFusedAddRmsNorm ? kT.fused_staged_vpt : kT.rms_staged_vpt;
+      if (q.op == RowNormOp::kLayerNorm)
+        vpt = row_bytes(q) >= 16384 ? kT.ln_staged_vpt_long : kT.ln_staged_vpt_short;
+      s.staged = true;
+      s.cache = q.op != RowNormOp::kLayerNorm;  // LayerNorm: weight and bias read in the output pass
+      s.tpr = staged_row_threads(s.n / s.vec, vpt, t);
+      // One pass of statistics shifted by the row's first element: bfloat16 rows only, where the
+      // cancellation it risks stays within the dtype's tolerance (docs/PERF.md).
+      s.one_pass = q.op == RowNormOp::kLayerNorm && q.dtype == c10::kBFloat16 && q.n <= kT.ln_one_pass_max_n;
+      break;
+    }
+  }
+  return s;
+}
+
+int RowNormSpec::smem_bytes() const {
+  if (!staged) return 0;
+  const int64_t vecs = n / vec;
+  return static_cast<int>((vecs + cluster - 1) / cluster * 16 * (op == RowNormOp::kFusedAddRmsNorm ? 2 : 1));
+}
+
+std::string RowNormSpec::name() const {
+  std::string layout = impl == RowNormImpl::kCluster || staged
+                           ? "_b" + std::to_string(tpr) + "_c" + std::to_string(cluster)
+                           : "_t" + std::to_string(tpr) + "_r" + std::to_string(rows);
+  const char* kind = staged ? "_staged" : impl == RowNormImpl::kCluster ? "_cluster" : cache ? "_reg" : "_stream";
+  return std::string(op_stem(op)) + "__" + short_type_name(dtype) + "__n" + std::to_string(n) + "__v" +
+         std::to_string(vec) + layout + (weight ? "_w" : "_nw") + (op == RowNormOp::kLayerNorm ? (bias ? "_b" : "_nb") : "") +
+         kind + (one_pass ? "_1p" : "") + "__" + arch;
+}
+
+std::string RowNormSpec::template_expression() const {
+  const std::string head = std::string("<") + kernel_type_name(dtype) + ", " + std::to_string(n) + ", " +
+                           std::to_string(vec) + ", " + std::to_string(tpr) + ", ";
+  const std::string kernel = std::string("tileops::") + op_stem(op);
+  if (op == RowNormOp::kLayerNorm) {
+    const std::string wb = std::string(tf(weight)) + ", " + tf(bias);
+    if (staged) return kernel + "_staged" + head + wb + ", " + tf(one_pass) + ">";
+    return kernel + head + std::to_string(rows) + ", " + wb + ", " + tf(cache) + ">";
+  }
+  if (staged) return kernel + "_staged" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
+  if (impl == RowNormImpl::kCluster) return kernel + "_cluster" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
+  return kernel + head + std::to_string(rows) + ", " + tf(weight) + ", " + tf(cache) + ">";
+}
+
+std::vector<jit::KernelSource> RowNormSpec::sources() const {
+  const char* header = op == RowNormOp::kLayerNorm ? (staged ? "norm/layer_norm_fwd_staged.cuh" : "norm/layer_norm_fwd.cuh")
+                       : staged                    ? "norm/rms_norm_fwd_staged.cuh"
+                       : impl == RowNormImpl::kCluster ? "norm/rms_norm_fwd_cluster.cuh"
+                                                       : "norm/rms_norm_fwd.cuh";
+  return {make_source(name(), header, template_expression(), arch)};
+}
+
+std::string RowNormSpec::describe() const {
+  return std::string(op_stem(op)) + "(dtype=" + short_type_name(dtype) + ", n=" + std::to_string(n) +
+         ", weight=" + (weight ? "yes" : "no") + (op == RowNormOp::kLayerNorm ? (bias ? ", bias=yes" : ", bias=no") : "") +
+         ", vec=" + std::to_string(vec) + ", impl=" + row_norm_impl_name(impl) + ")";
+}
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,35 @@
+// SinusoidalFwdOp on the nvrtc target: the specialisation of src/kernels/position/sinusoidal_fwd.cuh.
+// dim and base are launch arguments; the spec is the dtype and the access width.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+
+namespace tileops::nvrtc {
+
+struct SinusoidalProblem {
+  c10::ScalarType dtype;
+  int vec;  // elements a thread writes (even, divides dim)
+  bool operator==(const SinusoidalProblem& o) const { return dtype == o.dtype && vec == o.vec; }
+  size_t hash() const;
+};
+
+struct SinusoidalSpec {
+  c10::ScalarType dtype;
+  int vec;
+  std::string arch;
+  bool operator==(const SinusoidalSpec& o) const { return dtype == o.dtype && vec == o.vec && arch == o.arch; }
+  size_t hash() const;
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+
+// vec: elements a thread writes (even, divides dim).
+int sinusoidal_vec(c10::ScalarType dtype, int64_t dim, int max_vec);
+jit::KernelSource sinusoidal_source(c10::ScalarType dtype, int vec, const std::string& arch);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,48 @@
+// Tuning overrides of the nvrtc plans, a developer tool for measurement sweeps (scripts/bench/sweep.py):
+// one variable, TILEOPS_TUNE="key=value,key=value", read once a process. Unset keys leave the plans'
+// defaults (the tuning tables in each family's plan); an unknown key or an out-of-range value is an
+// error naming the key. Not an interface: the set of keys follows the plans.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tileops::nvrtc {
+
+// One override each; 0 = not set (the plan's default).
+struct Tuning {
+  int rms_vecs_per_thread = 0;       // row-per-CTA norm rows: vectors a thread before wider rows
+  int softmax_vecs_per_thread = 0;   // row-per-CTA softmax rows: the same
+  int staged_min_row_bytes = 0;      // shortest row a staged (shared-memory) row kernel serves
+  int staged_row_vpt = 0;            // vectors a thread of a staged row
+  int staged_cluster_vpt = 0;        // vectors a thread of a staged cluster chunk (RMSNorm)
+  int cluster_cta_bytes = 0;         // bytes of a row a cluster CTA holds
+  int cluster_vpt = 0;               // vectors a thread of a register cluster chunk
+  int cluster_max = 0;               // largest cluster
+  int norm_bwd_vecs_per_thread = 0;  // norm backward: vectors a thread before wider rows
+  int norm_bwd_cta_threads = 0;      // norm backward: threads a CTA of short rows
+  int norm_bwd_blocks_per_sm = 0;    // norm backward: CTAs an SM of the persistent grid
+  int act_ctas_per_sm = 0;           // elementwise activations: grid cap, CTAs an SM
+  int norm_bwd_plain_reduce = 0;     // 1: the norm backward reduction is not a dependent launch (tests)
+
+  bool operator==(const Tuning& o) const;
+};
+
+struct TuningKey {
+  const char* name;  // as written in TILEOPS_TUNE
+  int Tuning::*field;
+  int lo, hi;        // accepted values
+  const char* what;
+};
+const std::vector<TuningKey>& tuning_keys();
+// "key  lo..hi  what" lines, one a key (scripts/bench/sweep.py --list-tune prints them).
+std::string describe_tuning_keys();
+
+// Parses "key=value,..." (empty: no overrides). Throws c10::Error naming the variable and the key for
+// an unknown key, a malformed entry or a value out of range.
+Tuning parse_tuning(std::string_view text);
+// TILEOPS_TUNE of this process, parsed on first use.
+const Tuning& tuning();
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,18 @@
+"""The nvrtc plans' tuning keys (TILEOPS_TUNE) are listed by scripts/bench/sweep.py --list-tune, from
+the library itself (no GPU needed); a removed knob is not among them."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_sweep_lists_the_tuning_keys():
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    run = subprocess.run([sys.executable, "sweep.py", "--list-tune"], cwd=os.path.join(ROOT, "scripts", "bench"),
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    keys = [line.split()[0] for line in run.stdout.splitlines() if line.strip()]
+    assert "rms_vecs_per_thread" in keys and "norm_bwd_blocks_per_sm" in keys and "act_ctas_per_sm" in keys, keys
+    assert not any("walk" in k for k in keys), keys  # the staged walk is gone, not behind a key
+    assert len(keys) == len(set(keys)) == 13, keys
