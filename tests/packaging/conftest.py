@@ -52,7 +52,9 @@ def wheel() -> Path:
 
 @pytest.fixture(scope="session")
 def wheel_python(wheel) -> Path:
-    """The python of a fresh venv (torch and its requirements only) with the wheel installed."""
+    """The python of a fresh venv (torch and its requirements only) with the wheel installed; --no-deps:
+    torch is there, and a resolver free to pick another torch from a local wheel folder must not."""
     py = venv_with_only_torch(WORK / "wheel-venv")
-    run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", wheel])
+    run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--disable-pip-version-check", "--no-index", "--no-deps",
+         wheel])
     return py

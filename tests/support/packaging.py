@@ -69,7 +69,7 @@ def venv_with_only_torch(path: Path) -> Path:
     """A new venv whose only third-party packages are torch and its requirements: symlinks to the shared
     venv's copies in one folder, on the venv's path through a .pth line (no copy of torch's gigabytes)."""
     shutil.rmtree(path, ignore_errors=True)
-    run([sys._base_executable, "-m", "venv", path])
+    run([sys._base_executable, "-m", "venv", "--without-pip", path])  # pip's setuptools would shadow torch's
     site = Path(run([path / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     only_torch = path / "torch-only"
