@@ -3,7 +3,7 @@
 //
 //   aoti_runner model.pt2 inputs.pt outputs.pt
 //
-// inputs.pt is a list of tensors saved with torch.save; outputs.pt receives the outputs the same way.
+// inputs.pt is a list of tensors saved with torch.save; outputs.pt receives the outputs as a tuple.
 // Built without the library (TILEOPS_RUNNER_WITHOUT_LIBRARY), it shows what a runtime that forgot
 // to load libtileops reports.
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -49,12 +49,13 @@ int main(int argc, char** argv) {
 #endif
   try {
     std::vector<at::Tensor> inputs;
-    for (const c10::IValue& v : torch::pickle_load(read_file(argv[2])).toListRef()) inputs.push_back(v.toTensor());
+    const c10::IValue saved_inputs = torch::jit::pickle_load(read_file(argv[2]));
+    for (const c10::IValue& v : saved_inputs.toListRef()) inputs.push_back(v.toTensor());
     torch::inductor::AOTIModelPackageLoader loader(argv[1]);
     const std::vector<at::Tensor> outputs = loader.run(inputs);
-    c10::List<at::Tensor> saved;
-    for (const at::Tensor& t : outputs) saved.push_back(t);
-    const std::vector<char> bytes = torch::pickle_save(c10::IValue(saved));
+    // A tuple pickles as a plain one, which torch.load(weights_only=True) reads (a tensor list does not).
+    const auto saved = c10::ivalue::Tuple::create(std::vector<c10::IValue>(outputs.begin(), outputs.end()));
+    const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(saved));
     std::ofstream(argv[3], std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     std::cout << "ran " << argv[1] << ": " << inputs.size() << " inputs, " << outputs.size() << " outputs\n";
   } catch (const std::exception& e) {
