@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test: manifest validator, codegen tests, GoogleTest (ctest) and
-# pytest. GPU tests skip cleanly without a GPU (run them with scripts/gpu_check.sh on one).
+# pytest, which includes tests/packaging (CMake install + out-of-tree consumers, the wheel in a fresh
+# venv, autoload, the AOTInductor C++ runner; they need PyPI once for scikit-build-core).
+# GPU tests skip cleanly without a GPU (run them with scripts/gpu_check.sh on one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import json
+import mmap
 import os
 from pathlib import Path
 
 import torch
 
-__all__ = ["load", "load_backend", "library_path", "counters", "reset_counters", "clear_kernel_caches",
+__all__ = ["load", "load_backend", "library_path", "build_record", "check_torch_abi", "counters", "reset_counters", "clear_kernel_caches",
            "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled"]
 
 _lib: ctypes.CDLL | None = None
@@ -40,14 +41,62 @@ def library_path() -> str:
                             "or set TILEOPS_LIBRARY")
 
 
+_RECORD_PREFIX = b"tileops-build-record:"
+
+
+def build_record(path: str | None = None) -> dict[str, str]:
+    """The torch a libtileops.so was built against ({'torch', 'cxx11_abi', 'cuda'}), read from the
+    file without loading it."""
+    path = path or library_path()
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        at = m.find(_RECORD_PREFIX)
+        if at < 0:
+            raise RuntimeError(f"tileops: {path} carries no build record; it is not a libtileops build")
+        raw = m[at + len(_RECORD_PREFIX):m.find(b"\0", at)].decode()
+    return dict(field.split("=", 1) for field in raw.split(";") if field)
+
+
+def _running_torch() -> dict[str, str]:
+    run = {"torch": torch.__version__, "cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
+           "cuda": (torch.version.cuda or "none").split(".")[0]}
+    # TILEOPS_TEST_RUNNING_TORCH="<version>[;cuda=<major>][;cxx11_abi=<0|1>]" stands in for it (tests).
+    fake = os.environ.get("TILEOPS_TEST_RUNNING_TORCH")
+    if fake:
+        version, *fields = fake.split(";")
+        run.update(torch=version, **dict(f.split("=", 1) for f in fields))
+    return run
+
+
+def check_torch_abi(path: str | None = None) -> None:
+    """Raises if the library at `path` was built against another torch than the running one: version
+    (ignoring a local tag like +cu130), C++11 ABI flag and CUDA major must all match."""
+    path = path or library_path()
+    built, run = build_record(path), _running_torch()
+
+    def same(key: str) -> bool:
+        return built[key].split("+")[0] == run[key].split("+")[0]
+
+    if not all(same(k) for k in ("torch", "cxx11_abi", "cuda")):
+        raise RuntimeError(
+            f"tileops: {path} was built against torch {built['torch']} (C++11 ABI {built['cxx11_abi']}, "
+            f"CUDA {built['cuda']}) but the running torch is {run['torch']} (C++11 ABI {run['cxx11_abi']}, "
+            f"CUDA {run['cuda']}); rebuild libtileops against the running torch or install the matching one")
+
+
 def load(path: str | None = None) -> ctypes.CDLL:
-    """Loads libtileops.so once (torch.ops.load_library) and returns its C handle."""
+    """Loads libtileops.so once (torch.ops.load_library) and returns its C handle. Refuses, before
+    loading anything, a library built against another torch (check_torch_abi)."""
     global _lib, _lib_path
     if _lib is not None:
         return _lib
     path = path or library_path()
+    check_torch_abi(path)
     torch.ops.load_library(path)
     lib = ctypes.CDLL(path)  # the same handle the loader already holds
+    lib.tileops_abi_mismatch.restype = ctypes.c_char_p
+    mismatch = lib.tileops_abi_mismatch().decode()
+    if mismatch:  # the library's own check of the loaded libtorch
+        raise RuntimeError(f"tileops: {mismatch}")
     for name in ("tileops_op_table_json", "tileops_target_names", "tileops_set_default_target",
                  "tileops_default_target", "tileops_take_registration_errors"):
         getattr(lib, name).restype = ctypes.c_char_p
@@ -58,6 +107,12 @@ def load(path: str | None = None) -> ctypes.CDLL:
     lib.tileops_set_autograd_pairing.argtypes = [ctypes.c_int]
     _lib, _lib_path = lib, path
     return lib
+
+
+def _autoload() -> None:
+    """Entry point in torch's `torch.backends` group (pyproject.toml): `import torch` loads the
+    library in every process where the wheel is installed; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off."""
+    load()
 
 
 def load_backend(path: str) -> None:

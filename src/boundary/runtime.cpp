@@ -1,4 +1,5 @@
 #include "boundary/runtime.h"
+#include "boundary/abi_guard.h"
 
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDAStream.h>
@@ -100,6 +101,7 @@ std::shared_ptr<const Kernel> build(const OpCall& call, registry::OpKernels& ok,
 }  // namespace
 
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target_name) {
+  abi::require_matching_torch();
   const registry::Pin pin;
   const Snapshot& snap = *pin;
   const Target* target = resolve(snap, call, target_name);
