@@ -77,7 +77,7 @@ const bool g_checked_at_load = [] {
 
 }  // namespace
 
-void require_matching_torch() { TORCH_CHECK(mismatch().empty(), "tileops: ", mismatch()); }
+void require_matching_torch() { TORCH_CHECK(mismatch().empty(), mismatch()); }  // the boundary prefixes the op
 
 }  // namespace tileops::abi
 
