@@ -14,7 +14,23 @@ import mmap
 import os
 from pathlib import Path
 
-import torch
+# `import tileops` before torch: our `import torch` below runs torch's backend autoload, which calls
+# _autoload() while this module is half-built; it then only notes the request, done at the end.
+_importing = True
+_autoload_pending = False
+
+
+def _autoload() -> None:
+    """Entry point in torch's `torch.backends` group (pyproject.toml): `import torch` loads the
+    library in every process where the wheel is installed; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off."""
+    global _autoload_pending
+    if _importing:
+        _autoload_pending = True
+        return
+    load()
+
+
+import torch  # noqa: E402
 
 __all__ = ["load", "load_backend", "library_path", "build_record", "check_torch_abi", "counters", "reset_counters", "clear_kernel_caches",
            "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled"]
@@ -109,12 +125,6 @@ def load(path: str | None = None) -> ctypes.CDLL:
     return lib
 
 
-def _autoload() -> None:
-    """Entry point in torch's `torch.backends` group (pyproject.toml): `import torch` loads the
-    library in every process where the wheel is installed; TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off."""
-    load()
-
-
 def load_backend(path: str) -> None:
     """Loads an out-of-tree backend library; raises if its target registration failed."""
     load()
@@ -177,3 +187,8 @@ def autograd_enabled() -> bool:
 def op_table() -> list[dict]:
     """Every manifest entry as the library was generated from it."""
     return json.loads(load().tileops_op_table_json().decode())
+
+
+_importing = False
+if _autoload_pending:
+    load()

@@ -21,6 +21,7 @@ def test_install_layout(prefix):
     assert os.readlink(lib / "libtileops.so") == "libtileops.so.0"
     assert os.readlink(lib / "libtileops.so.0") == f"libtileops.so.{VERSION}"
     assert (lib / f"libtileops.so.{VERSION}").is_file()
+    assert os.access(prefix / "bin" / "tileops-warmup", os.X_OK)  # the offline warm-up (Deploy)
     assert sorted(p.name for p in (prefix / "include" / "tileops").iterdir()) == \
         sorted(p.name for p in (ROOT / "include" / "tileops").glob("*.h"))
     assert {p.name for p in (lib / "cmake" / "TileOPs").iterdir()} == {"TileOPsConfig.cmake",

@@ -18,6 +18,7 @@ torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, [32], w))
 def test_wheel_contents(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "tileops/libtileops.so" in names and "tileops/__init__.py" in names and "tileops/norm.py" in names
+    assert "tileops/bin/tileops-warmup" in names and "tileops/warmup.py" in names
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[torch.backends]" in text and "tileops = tileops:_autoload" in text
@@ -55,6 +56,11 @@ def test_import_torch_alone_makes_the_ops_available(wheel_python, tmp_path):
     run_clean([wheel_python, "-c", "import torch" + RMS], cwd=tmp_path)
 
 
+def test_import_tileops_before_torch_autoloads_too(wheel_python, tmp_path):
+    # torch's autoload then runs inside tileops' own `import torch`, on a half-built module.
+    run_clean([wheel_python, "-c", "import tileops.norm\nimport torch" + RMS], cwd=tmp_path)
+
+
 def test_autoload_switch_off(wheel_python, tmp_path):
     proc = run_clean([wheel_python, "-c", "import torch" + RMS], cwd=tmp_path, ok=False,
                      TORCH_DEVICE_BACKEND_AUTOLOAD="0")
@@ -78,3 +84,11 @@ if __name__ == "__main__":
 """)
     out = run_clean([wheel_python, "workers.py"], cwd=tmp_path).stdout.split("\n")
     assert out[:2] == ["spawn [4.0, 4.0]", "fork [4.0, 4.0]"], out
+
+
+def test_warmup_program_ships_in_the_wheel(wheel_python, tmp_path):
+    code = "import tileops.warmup as w; print(w.program_path())"
+    out = run_clean([wheel_python, "-c", code], cwd=tmp_path).stdout.strip()
+    assert out.endswith("site-packages/tileops/bin/tileops-warmup"), out
+    usage = run_clean([wheel_python, "-m", "tileops.warmup", "--help"], cwd=tmp_path).stdout
+    assert "--record" in usage and "--cache-dir" in usage
