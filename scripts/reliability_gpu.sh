@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU reliability run (through the device tool, with carry=[".deps"]; at most about 6 minutes
-# once build/ exists, e.g. after scripts/gpu_check.sh in the same warm session):
+# GPU reliability run, on a machine with a CUDA GPU (at most about 6 minutes once build/ exists,
+# e.g. after scripts/gpu_check.sh; scripts/prepare_gpu_deps.sh supplies .deps where packages are missing):
 #   1. build (incremental when build/ is already there)
 #   2. every kernel family on odd shapes (rows 1, 3, 130 x cols 1, 7, 1000, 4100, 33000, 131072),
 #      checked against the reference target, plain and under compute-sanitizer memcheck, racecheck
