@@ -17,6 +17,22 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(a);
 }
 
+// A 16-byte read-only load issued where it is written: volatile asm keeps it ahead of the barrier
+// waits that follow (also volatile asm), so it is in flight while the row's bulk copy lands.
+// A plain load there is sunk by the compiler to its first use, after the waits.
+template <class V>
+__device__ __forceinline__ V load_before_waits(const V* p) {
+  static_assert(sizeof(V) == 16, "one 16-byte vector");
+  union {
+    unsigned r[4];
+    V v;
+  } u;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(u.r[0]), "=r"(u.r[1]), "=r"(u.r[2]), "=r"(u.r[3])
+               : "l"(p));
+  return u.v;
+}
+
 // One thread initialises each barrier (expecting one arrival), then fence_init() makes the
 // initialisation visible to the copy engine; a __syncthreads() must follow before other threads wait.
 __device__ __forceinline__ void init(unsigned long long* bar) {

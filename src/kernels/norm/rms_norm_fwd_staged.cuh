@@ -56,7 +56,7 @@ __device__ __forceinline__ void rms_norm_staged_rows(const T* __restrict__ x, co
   V wcache[kCacheW ? kParts : 1];
   auto load_weight = [&] {
     if constexpr (kCacheW) {
-      Stager::template for_each<kExact>(count, [&](int i, int c) { wcache[i] = wr[c]; });
+      Stager::template for_each<kExact>(count, [&](int i, int c) { wcache[i] = bulk::load_before_waits(wr + c); });
     }
   };
   auto normalise = [&](long long at) {
