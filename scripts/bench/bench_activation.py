@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 ops = torch.ops.tileops
@@ -63,6 +64,7 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
                 "eager": lambda i: (lambda: eager(xs[i], params)),
                 "compile": lambda i: (lambda: compiled(xs[i])),
                 "copy": lambda i: (lambda: dsts[i].copy_(srcs[i])),
+                **(peers.silu_and_mul(xs) if op_class == "SiluAndMulFwdOp" and dtype != torch.float32 else {}),
             }))
             rows[-1]["op"] = op_class
             del x0, xs, srcs, dsts

@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 
@@ -33,6 +34,7 @@ def rms_norm_rows(quick: bool) -> list[dict]:
             "eager": lambda i: (lambda: torch.nn.functional.rms_norm(xs[i], [n], w)),
             "compile": lambda i: (lambda: compiled(xs[i], w)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **peers.rms_norm(xs, w, 1e-6),
         }))
         rows[-1]["op"] = "RMSNormFwdOp"
         del xs, ys
@@ -61,6 +63,7 @@ def fused_and_layer_norm_rows() -> list[dict]:
             "eager": lambda i: (lambda: eager(xs[i], rs[i], w)),
             "compile": lambda i: (lambda: compiled(xs[i], rs[i], w)),
             "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),  # 2*M*N read + write
+            **peers.fused_add_rms_norm(xs, rs, w, 1e-6),
         }))
         rows[-1]["op"] = "FusedAddRMSNormFwdOp"
         del xs, rs, big
@@ -77,6 +80,7 @@ def fused_and_layer_norm_rows() -> list[dict]:
             "eager": lambda i: (lambda: F.layer_norm(xs[i], [n], w, b)),
             "compile": lambda i: (lambda: compiled(xs[i], w, b)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **peers.layer_norm(xs, w, b, 1e-5),
         }))
         rows[-1]["op"] = "LayerNormFwdOp"
         del xs, ys

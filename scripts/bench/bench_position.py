@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 
@@ -66,6 +67,7 @@ def rope_rows(quick: bool) -> list[dict]:
             "eager": lambda i: (lambda: rope_formula(ps[i], qs[i], ks[i], cache, neox)),
             "compile": lambda i: (lambda: compiled(ps[i], qs[i], ks[i], cache)),
             "copy": copy,
+            **(peers.rope(ps, qs, ks, cache, neox) if rot == d else {}),
         }))
         rows[-1]["op"] = "RopeNeoxFwdOp" if neox else "RopeNonNeoxFwdOp"
         del ps, qs, ks, q2, k2

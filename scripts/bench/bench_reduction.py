@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 OPS = {  # class -> (our operator, ref_api)
@@ -40,6 +41,7 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
             "eager": lambda i: (lambda: ref(xs[i], -1)),
             "compile": lambda i: (lambda: compiled(xs[i])),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **(peers.softmax(xs) if op_class == "SoftmaxFwdOp" else {}),
         }))
         del xs, ys
     return rows
