@@ -125,3 +125,24 @@ def test_harness_records_the_peer_versions_only_when_a_row_timed_a_peer(tmp_path
     assert json.loads(out.read_text())["peers"] == {"liger-kernel": "0.8.5"}
     harness.write_json(str(out), {"kernels": [row("s")]})
     assert "peers" not in json.loads(out.read_text())
+
+
+def test_harness_compiled_keeps_compiling_past_dynamos_recompile_limit():
+    import torch
+    import harness
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(1)
+        return gm.forward
+
+    def twelve_rows(compile_fn):
+        # One closure per row over the same code object, as the benchmarks build them.
+        compiles.clear()
+        torch._dynamo.reset()
+        for n in range(12):
+            compile_fn(lambda x: x * n + 1, backend=backend)(torch.ones(2))
+        return len(compiles)
+
+    assert twelve_rows(torch.compile) < 12  # plain torch.compile falls back to eager past the limit
+    assert twelve_rows(harness.compiled) == 12

@@ -58,7 +58,7 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
             # y's; gated (read 2*N, write N), copy 1.5*N elements.
             srcs = [x.view(-1)[: 3 * out_numel // 2] if gated else x for x in xs]
             dsts = [torch.empty(s.numel(), device="cuda", dtype=out_dtype).view(s.shape) for s in srcs]
-            compiled = torch.compile(lambda x: eager(x, params))
+            compiled = harness.compiled(lambda x: eager(x, params))
             label = wl["name"] + ("" if not params else "-" + "-".join(str(v) for v in params.values()))
             rows.append(harness.measure(f"{label}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
                 "ours": lambda i: (lambda: ours(xs[i], params)),

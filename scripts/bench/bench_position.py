@@ -54,7 +54,7 @@ def rope_rows(quick: bool) -> list[dict]:
         angle = torch.arange(8192, device="cuda", dtype=torch.float32)[:, None] * \
             (1.0 / 10000 ** (torch.arange(0, rot, 2, device="cuda", dtype=torch.float32) / rot))
         cache = torch.cat([angle.cos(), angle.sin()], -1).to(cache_dtype)
-        compiled = torch.compile(lambda p, q, k, c: rope_formula(p, q, k, c, neox))
+        compiled = harness.compiled(lambda p, q, k, c: rope_formula(p, q, k, c, neox))
 
         def copy(i):
             def run():

@@ -65,6 +65,14 @@ def graph_time_us(make_call, n_sets: int, k: int = 20, reps: int = 15) -> float:
 PEERS = ("eager", "compile", "flashinfer", "liger")
 
 
+def compiled(fn, **kwargs):
+    """torch.compile(fn) with dynamo's caches cleared first. The benchmarks compile one lambda per row
+    from the same code object; past dynamo's recompile limit (8) every later row would silently run
+    eager code in the 'compile' column."""
+    torch._dynamo.reset()
+    return torch.compile(fn, **kwargs)
+
+
 def measure(workload: str, shape_desc: str, dtype: torch.dtype, bytes_per_call: int, n_sets: int,
             factories: dict) -> dict:
     """Times each factory ('ours', 'eager', 'compile', 'copy' expected; 'flashinfer' and 'liger'
