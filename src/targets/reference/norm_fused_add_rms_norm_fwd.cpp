@@ -13,14 +13,12 @@ namespace op = tileops::ops::norm_fused_add_rms_norm_fwd;
 class FusedAddRmsNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const at::Tensor& w = call.inputs[op::weight];
+    const op::View v(call);
     // Computed before anything is written: residual_out may be the residual input (in place).
-    const at::Tensor sum = at::add(call.inputs[op::x], call.inputs[op::residual]);
-    const at::Tensor y = at::rms_norm(sum, call.params[op::normalized_shape].as_ints(),
-                                      w.defined() ? std::optional<at::Tensor>(w) : std::nullopt,
-                                      call.params[op::eps].as_optional_real());
-    call.outputs[op::residual_out].copy_(sum);
-    call.outputs[op::y].copy_(y);
+    const at::Tensor sum = at::add(v.x(), v.residual());
+    const at::Tensor y = at::rms_norm(sum, v.normalized_shape(), maybe(v.weight()), v.eps());
+    v.residual_out().copy_(sum);
+    v.y().copy_(y);
   }
 };
 
