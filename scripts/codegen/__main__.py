@@ -5,7 +5,7 @@ import argparse
 import os
 import sys
 
-from . import emit_cpp, emit_docs, emit_kernels
+from . import emit_cpp, emit_docs, emit_kernels, emit_workloads
 from .model import build_ops
 from .parse import ManifestError, parse_file
 
@@ -49,6 +49,7 @@ def main(argv=None) -> int:
             "tileops_generated/ops.h": emit_cpp.emit_ops_header(ops),
             "tileops_generated/composite.h": emit_cpp.emit_composite_header(ops),
             "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
+            "tileops_generated/workload_calls.cpp": emit_workloads.emit(ops),
             "docs/OPS.md": emit_docs.emit(ops),
         }
     except (ManifestError, ValueError) as e:

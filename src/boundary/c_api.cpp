@@ -2,10 +2,13 @@
 // targets, compile_op_names. Operators themselves are reached through torch.ops.tileops.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "jit/kernel_record.h"
+#include "targets/nvrtc/offline_plan.h"
 #include "tileops/ops.h"
 #include "tileops/target.h"
 
@@ -83,6 +86,28 @@ __attribute__((visibility("default"))) const char* tileops_take_registration_err
 
 __attribute__((visibility("default"))) int tileops_unregister_target(const char* name) {
   return tileops::unregister_target(name) ? 1 : 0;
+}
+
+// Offline warm-up (python -m tileops.warmup --workloads): op calls made on this thread between
+// begin and end, with CPU tensors, plan for the named device and build nothing. begin returns "" or
+// the error (an unknown device name); end returns the collected kernels as record lines
+// (TILEOPS_RECORD_KERNELS format, each kernel once), which tileops-warmup --record compiles.
+__attribute__((visibility("default"))) const char* tileops_begin_offline_plan(const char* device) {
+  try {
+    tileops::nvrtc::begin_offline_plan(device ? device : "");
+    return hand_out("");
+  } catch (const std::exception& e) {
+    return hand_out(e.what());
+  }
+}
+
+__attribute__((visibility("default"))) const char* tileops_end_offline_plan() {
+  std::vector<std::string> lines;
+  for (const auto& src : tileops::nvrtc::end_offline_plan()) {
+    std::string line = tileops::jit::record_line(src);
+    if (std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(std::move(line));
+  }
+  return hand_out(joined(lines));
 }
 
 }  // extern "C"

@@ -11,6 +11,7 @@
 #include "common/counters.h"
 #include "common/log.h"
 #include "jit/cuda_driver.h"
+#include "targets/nvrtc/offline_plan.h"
 #include "targets/registry.h"
 #include "tileops/ops.h"
 
@@ -104,6 +105,13 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
   abi::require_matching_torch();
   const registry::Pin pin;
   const Snapshot& snap = *pin;
+  if (nvrtc::offline_plan() != nullptr) {  // planning for a named device: the nvrtc target collects sources
+    const Target* nvrtc_target = registry::find(snap, "nvrtc");
+    const registry::OpKernels* ok = nvrtc_target ? nvrtc_target->ops[call.op_id].get() : nullptr;
+    if (ok == nullptr) fail_target(call, "the nvrtc target has no kernel for this op: nothing to warm up");
+    ok->builder.identity(call);
+    return;
+  }
   const Target* target = resolve(snap, call, target_name);
   registry::OpKernels* ok = target->ops[call.op_id].get();
   if (ok == nullptr) {

@@ -1,8 +1,8 @@
 // Offline kernel warm-up: compiles kernels with NVRTC (no GPU needed) into an image cache folder,
 // which processes on GPUs of those architectures then read through TILEOPS_CACHE_DIR_READONLY.
-// Sources of the kernels to compile: a record of a real run (sources_from_record). Another producer
-// (e.g. the manifests' workloads, planned for named devices) only has to return KernelSources the
-// same way the library's builders make them; warm() takes them from anywhere.
+// Sources of the kernels to compile: a record (sources_from_record), written by a real run or by
+// planning the manifests' workloads for named devices in libtileops (python -m tileops.warmup
+// --workloads); warm() takes KernelSources from anywhere.
 #pragma once
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
-// tileops-warmup: fills an image kernel cache without a GPU (NVRTC only) from a record of a real
-// run, for deployment images. A process on a GPU of a recorded arch, with
+// tileops-warmup: fills an image kernel cache without a GPU (NVRTC only) from a record, for
+// deployment images: a real run's, or the manifests' workloads planned for named devices
+// (python -m tileops.warmup --workloads writes one and runs this). A process on a GPU of a recorded arch, with
 // TILEOPS_CACHE_DIR_READONLY=<the folder>, then finds every recorded kernel there.
 #include <cstdio>
 #include <cstdlib>

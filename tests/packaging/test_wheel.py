@@ -91,4 +91,10 @@ def test_warmup_program_ships_in_the_wheel(wheel_python, tmp_path):
     out = run_clean([wheel_python, "-c", code], cwd=tmp_path).stdout.strip()
     assert out.endswith("site-packages/tileops/bin/tileops-warmup"), out
     usage = run_clean([wheel_python, "-m", "tileops.warmup", "--help"], cwd=tmp_path).stdout
-    assert "--record" in usage and "--cache-dir" in usage
+    assert "--record" in usage and "--workloads" in usage and "--cache-dir" in usage
+    # The Dockerfile's step from the installed wheel alone (the workloads are in the library), for
+    # one op to keep it short; no GPU is visible.
+    image = tmp_path / "image"
+    out = run_clean([wheel_python, "-m", "tileops.warmup", "--workloads", "--device", "h200", "--op", "SoftmaxFwdOp",
+                     "--cache-dir", str(image)], cwd=tmp_path, CUDA_VISIBLE_DEVICES="").stdout
+    assert " compiled, 0 already present, 0 failed" in out and any(image.glob("softmax*.cubin")), out

@@ -30,6 +30,7 @@
 
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/offline_plan.h"
 #include "targets/nvrtc/tuning.h"
 #include "tileops/target.h"
 
@@ -103,6 +104,10 @@ KernelBuilder spec_builder(Family family) {
   auto table = std::make_shared<SpecTable<Family>>();
   KernelBuilder b;
   b.identity = [family, table](const OpCall& call) {
+    if (OfflinePlan* plan = offline_plan()) {  // a warm-up for a named device: collect, build nothing
+      for (auto& src : kernel_sources(family, family.problem(call), plan->facts)) plan->sources.push_back(std::move(src));
+      return BuildKey{};
+    }
     require_cuda(call);
     const DeviceInfo& dev = device_info(call.device.index());
     return BuildKey{table->id_for(family, family.problem(call), dev, dev.index)};

@@ -1,0 +1,73 @@
+"""The offline warm-up from the manifests' workloads, as a deployment image build runs it: no GPU
+(CUDA_VISIBLE_DEVICES=""), NVRTC only, for a named device."""
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import pytest
+
+from tileops import warmup
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), CUDA_VISIBLE_DEVICES="")
+# Compiling every workload's kernels takes minutes here; these two cover a row norm and a split
+# softmax. The other ops' calls are planned (all of them, below), which is the part that differs.
+OPS = ("RMSNormFwdOp", "SoftmaxFwdOp")
+
+
+def warm(*args):
+    return subprocess.run([sys.executable, "-m", "tileops.warmup", "--workloads", *map(str, args)],
+                          capture_output=True, text=True, env=ENV, timeout=900)
+
+
+def kernel_names(lines):
+    return sorted(urllib.parse.unquote(ln.split(" name=", 1)[1].split(" ", 1)[0]) for ln in lines)
+
+
+def test_every_workload_call_plans_on_named_devices():
+    for device in ("h200", "a100"):
+        lines = warmup.plan_workloads((device,))
+        assert lines, device
+        assert all(f" arch={'sm_90a' if device == 'h200' else 'sm_80'} " in ln for ln in lines), device
+    # An arch plans for its usual device; the plans of two devices differ (arch, SM count, smem).
+    assert warmup.plan_workloads(("sm_90a",), OPS) == warmup.plan_workloads(("h200",), OPS)
+    assert kernel_names(warmup.plan_workloads(("h200",), OPS)) != kernel_names(warmup.plan_workloads(("a100",), OPS))
+
+
+def test_workload_warmup_fills_an_image_cache_for_sm_90a_without_a_gpu(tmp_path):
+    image = tmp_path / "image"
+    t0 = time.monotonic()
+    r = warm("--device", "h200", *[a for op in OPS for a in ("--op", op)], "--cache-dir", image)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    planned = kernel_names(warmup.plan_workloads(("h200",), OPS))
+    n = len(planned)
+    assert f"{n} kernels: {n} compiled, 0 already present, 0 failed" in r.stdout, r.stdout
+    # One CUBIN per planned kernel, filed under its disk key (name, then the hash of its source).
+    entries = sorted(p.name for p in image.iterdir())
+    assert len(entries) == n and all(e.endswith(".cubin") for e in entries), entries
+    assert sorted(next(k for k in planned if e.startswith(k + "-")) for e in entries) == planned, entries
+    print(f"\nworkload warm-up of {', '.join(OPS)} for h200: {n} kernels in {seconds:.1f} s")
+    again = warm("--arch", "sm_90a", "--op", "RMSNormFwdOp", "--cache-dir", image)
+    assert again.returncode == 0 and " 0 compiled, " in again.stdout and "0 failed" in again.stdout, again.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--device", "h300"), "--device/--arch h300: tileops: no facts for device 'h300'; known: h100, sm_90a, h200"),
+    (("--arch", "sm_75"), "--device/--arch sm_75: tileops: no facts for device 'sm_75'"),
+    (("--device", "h200", "--op", "NoSuchOp"), "no workloads for op NoSuchOp (ops with workloads: "),
+])
+def test_unknown_device_arch_or_op_is_refused(tmp_path, args, message):
+    r = warm(*args, "--cache-dir", tmp_path / "image")
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert not (tmp_path / "image").exists()
+
+
+def test_workloads_need_a_device_and_record_options_stay_apart(tmp_path):
+    r = warm("--cache-dir", tmp_path / "image")
+    assert r.returncode == 2 and "--workloads needs at least one --device or --arch" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "tileops.warmup", "--record", tmp_path / "k.rec", "--device", "h200",
+                        "--cache-dir", tmp_path / "image"], capture_output=True, text=True, env=ENV)
+    assert r.returncode == 2 and "--device and --op go with --workloads" in r.stderr, r.stderr
