@@ -1,7 +1,10 @@
 // FusedAddRMSNormFwdOp on the reference target: its ref_api, step by step with ATen.
 #include <ATen/ATen.h>
 
+#include <cfloat>
+
 #include "targets/builtin.h"
+#include "targets/reference/norm_rms_norm_f32.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 
@@ -16,9 +19,14 @@ class FusedAddRmsNormReference final : public Kernel {
     const at::Tensor& w = call.inputs[op::weight];
     // Computed before anything is written: residual_out may be the residual input (in place).
     const at::Tensor sum = at::add(call.inputs[op::x], call.inputs[op::residual]);
-    const at::Tensor y = at::rms_norm(sum, call.params[op::normalized_shape].as_ints(),
-                                      w.defined() ? std::optional<at::Tensor>(w) : std::nullopt,
-                                      call.params[op::eps].as_optional_real());
+    const auto shape = call.params[op::normalized_shape].as_ints();
+    const auto eps = call.params[op::eps].as_optional_real();
+    // A float32 weight beside a 16-bit x: written out in float32 (at::rms_norm would warn about the
+    // mix and take its slow path anyway); eps=None is float32's epsilon, as in F.rms_norm.
+    const at::Tensor y =
+        w.defined() && w.scalar_type() != sum.scalar_type()
+            ? rms_norm_f32(sum, shape, w, 0.0, eps ? *eps : static_cast<double>(FLT_EPSILON))
+            : at::rms_norm(sum, shape, w.defined() ? std::optional<at::Tensor>(w) : std::nullopt, eps);
     call.outputs[op::residual_out].copy_(sum);
     call.outputs[op::y].copy_(y);
   }

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "targets/nvrtc/spec_builder.h"
@@ -77,14 +78,24 @@ RowNormProblem RowNormFamily::problem(const OpCall& call) const {
   const at::Tensor& w = call.inputs[slots.weight];
   const bool has_bias = slots.bias >= 0 && call.inputs[slots.bias].defined();
   const bool res = slots.residual >= 0;
-  const int max_vec =
-      access_width({x.data_ptr(), call.outputs[slots.y].data_ptr(), ptr_or_null(w),
-                    has_bias ? call.inputs[slots.bias].data_ptr() : nullptr,
-                    res ? call.inputs[slots.residual].data_ptr() : nullptr,
-                    res ? call.outputs[slots.residual_out].data_ptr() : nullptr},
-                   static_cast<int>(x.element_size()));
-  return RowNormProblem{op, x.scalar_type(), c10::multiply_integers(call.params[slots.normalized_shape].as_ints()),
-                        max_vec, w.defined(), has_bias};
+  // A float32 weight beside a 16-bit row (the manifests' dtype_combos allow no other mix).
+  const bool float_weight = w.defined() && w.scalar_type() != x.scalar_type();
+  int max_vec = access_width({x.data_ptr(), call.outputs[slots.y].data_ptr(), float_weight ? nullptr : ptr_or_null(w),
+                              has_bias ? call.inputs[slots.bias].data_ptr() : nullptr,
+                              res ? call.inputs[slots.residual].data_ptr() : nullptr,
+                              res ? call.outputs[slots.residual_out].data_ptr() : nullptr},
+                             static_cast<int>(x.element_size()));
+  if (float_weight) {
+    // The kernel reads VEC float weights in pieces of up to 16 bytes: below 16-byte alignment the
+    // whole vector must fit what the weight's alignment allows.
+    const int w_vec = access_width({w.data_ptr()}, static_cast<int>(w.element_size()));
+    if (w_vec * w.element_size() < 16) max_vec = std::min(max_vec, w_vec);
+  }
+  RowNormProblem q{op, x.scalar_type(), c10::multiply_integers(call.params[slots.normalized_shape].as_ints()),
+                   max_vec, w.defined(), has_bias};
+  q.float_weight = float_weight;
+  q.gemma = gemma;
+  return q;
 }
 
 std::shared_ptr<const Kernel> RowNormFamily::make(const RowNormSpec& s, std::vector<LoadedKernel> k,
