@@ -28,6 +28,12 @@ if ! cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$(command -v "$PY")" -DT
     >"$OUT/cmake.log" 2>&1; then tail -40 "$OUT/cmake.log"; exit 1; fi
 if ! ninja -C build >"$OUT/build.log" 2>&1; then grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+# The benchmarks' flashinfer column needs a torch extension over its headers (.deps/peers, see
+# scripts/prepare_gpu_deps.sh --peers); built now, beside the tests, so the benchmarks find it ready.
+if [ -z "${SKIP_BENCH:-}" ] && [ -d .deps/peers ]; then
+  (cd scripts/bench && $PY -c "import peers; peers.flashinfer()" >"$OUT/peers_build.log" 2>&1) &
+  PEERS_BUILD=$!
+fi
 
 if [ -z "${SKIP_CTEST:-}" ]; then
   step "ctest"
@@ -74,6 +80,7 @@ fi
 
 [ -n "${SKIP_BENCH:-}" ] && exit $status
 step "benchmarks"
+[ -n "${PEERS_BUILD:-}" ] && { wait "$PEERS_BUILD"; tail -3 "$OUT/peers_build.log"; }
 # Optional tuning experiment (BENCH_VARIANTS=1): 8 vectors per thread first (TILEOPS_TUNE is read
 # once per process, hence a separate run).
 if [ -n "${BENCH_VARIANTS:-}" ]; then

@@ -96,3 +96,53 @@ def test_harness_records_when_and_how_a_report_was_measured(tmp_path):
     report = json.loads(out.read_text())
     assert set(report) == {"date", "commit", "command", "kernels"}
     assert report["date"].endswith("Z") and report["command"].startswith("python3 ")
+
+
+def test_peer_library_columns_only_where_a_row_has_them_and_count_in_vs_best(tmp_path):
+    a = run(tmp_path, "a.json", [row("w", ours=10.0, op="RMSNormFwdOp", flashinfer_us=12.0, liger_us=8.0),
+                                 row("v", ours=10.0, op="RMSNormFwdOp", liger_us=None),
+                                 row("s", op="SoftmaxFwdOp")])
+    text = perf_table.render(perf_table.load_runs([a]), OPS, root=str(tmp_path))
+    assert "| ours µs | eager µs | compile µs | flashinfer µs | Liger µs | copy µs |" in text
+    w, v, s = table_rows(text)
+    assert (w[7], w[8], w[11]) == ("12.0", "8.00", "**0.80×**")  # Liger's 8 beats ours: bold
+    assert (v[7], v[8], v[11]) == ("–", "–", "1.50×")  # no peer in this row: best of eager and compile
+    assert len(s) == 11  # the reduction table has no peer columns
+
+
+def test_a_peer_time_that_is_not_a_positive_number_is_an_error(tmp_path):
+    a = run(tmp_path, "a.json", [row("w", op="RMSNormFwdOp", liger_us="fast")])
+    with pytest.raises(perf_table.TableError, match="liger_us"):
+        perf_table.load_runs([a])
+
+
+def test_harness_records_the_peer_versions_only_when_a_row_timed_a_peer(tmp_path, monkeypatch):
+    import harness
+    import peers
+    monkeypatch.setattr(peers, "versions", lambda: {"liger-kernel": "0.8.5"})
+    out = tmp_path / "r.json"
+    harness.write_json(str(out), {"kernels": {"SoftmaxFwdOp": [row("s", liger_us=3.0)]}})
+    assert json.loads(out.read_text())["peers"] == {"liger-kernel": "0.8.5"}
+    harness.write_json(str(out), {"kernels": [row("s")]})
+    assert "peers" not in json.loads(out.read_text())
+
+
+def test_harness_compiled_keeps_compiling_past_dynamos_recompile_limit():
+    import torch
+    import harness
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(1)
+        return gm.forward
+
+    def twelve_rows(compile_fn):
+        # One closure per row over the same code object, as the benchmarks build them.
+        compiles.clear()
+        torch._dynamo.reset()
+        for n in range(12):
+            compile_fn(lambda x: x * n + 1, backend=backend)(torch.ones(2))
+        return len(compiles)
+
+    assert twelve_rows(torch.compile) < 12  # plain torch.compile falls back to eager past the limit
+    assert twelve_rows(harness.compiled) == 12

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 ops = torch.ops.tileops
@@ -53,16 +54,18 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
             bytes_per_call = numel * dtype.itemsize + out_numel * out_dtype.itemsize
             n_sets = harness.n_sets_for(bytes_per_call)
             xs = [x0] + [harness.random_tensor(shape, dtype) for _ in range(n_sets - 1)]
-            # The copy moves the same bytes: read numel elements of x's dtype, write out_numel of y's.
-            srcs = [x.view(-1)[:out_numel] if gated else x for x in xs]
-            dsts = [torch.empty(out_numel, device="cuda", dtype=out_dtype).view(s.shape) for s in srcs]
-            compiled = torch.compile(lambda x: eager(x, params))
+            # The copy moves the same bytes: unary, read numel elements of x's dtype and write numel of
+            # y's; gated (read 2*N, write N), copy 1.5*N elements.
+            srcs = [x.view(-1)[: 3 * out_numel // 2] if gated else x for x in xs]
+            dsts = [torch.empty(s.numel(), device="cuda", dtype=out_dtype).view(s.shape) for s in srcs]
+            compiled = harness.compiled(lambda x: eager(x, params))
             label = wl["name"] + ("" if not params else "-" + "-".join(str(v) for v in params.values()))
             rows.append(harness.measure(f"{label}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
                 "ours": lambda i: (lambda: ours(xs[i], params)),
                 "eager": lambda i: (lambda: eager(xs[i], params)),
                 "compile": lambda i: (lambda: compiled(xs[i])),
                 "copy": lambda i: (lambda: dsts[i].copy_(srcs[i])),
+                **(peers.silu_and_mul(xs) if op_class == "SiluAndMulFwdOp" and dtype != torch.float32 else {}),
             }))
             rows[-1]["op"] = op_class
             del x0, xs, srcs, dsts

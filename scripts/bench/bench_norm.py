@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 
@@ -27,12 +28,13 @@ def rms_norm_rows(quick: bool) -> list[dict]:
         xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
         ys = [torch.empty_like(x) for x in xs]
         w = torch.randn(n, device="cuda", dtype=dtype)
-        compiled = torch.compile(lambda x, w: torch.nn.functional.rms_norm(x, [n], w))
+        compiled = harness.compiled(lambda x, w: torch.nn.functional.rms_norm(x, [n], w))
         rows.append(harness.measure(name, f"{m}x{n}", dtype, bytes_per_call, n_sets, {
             "ours": lambda i: (lambda: torch.ops.tileops.norm_rms_norm_fwd(xs[i], w, [n])),
             "eager": lambda i: (lambda: torch.nn.functional.rms_norm(xs[i], [n], w)),
             "compile": lambda i: (lambda: compiled(xs[i], w)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **peers.rms_norm(xs, w, 1e-6),
         }))
         rows[-1]["op"] = "RMSNormFwdOp"
         del xs, ys
@@ -55,12 +57,13 @@ def fused_and_layer_norm_rows() -> list[dict]:
             r.add_(x)
             return F.rms_norm(r, [n], w)
 
-        compiled = torch.compile(eager)
+        compiled = harness.compiled(eager)
         rows.append(harness.measure("fused-add " + wl["name"], f"{m}x{n}", dtype, bytes_per_call, n_sets, {
             "ours": lambda i: (lambda: torch.ops.tileops.norm_fused_add_rms_norm_fwd_writes_residual(xs[i], rs[i], w, [n])),
             "eager": lambda i: (lambda: eager(xs[i], rs[i], w)),
             "compile": lambda i: (lambda: compiled(xs[i], rs[i], w)),
             "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),  # 2*M*N read + write
+            **peers.fused_add_rms_norm(xs, rs, w, 1e-6),
         }))
         rows[-1]["op"] = "FusedAddRMSNormFwdOp"
         del xs, rs, big
@@ -71,12 +74,13 @@ def fused_and_layer_norm_rows() -> list[dict]:
         xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
         ys = [torch.empty_like(x) for x in xs]
         w, b = torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype)
-        compiled = torch.compile(lambda x, w, b: F.layer_norm(x, [n], w, b))
+        compiled = harness.compiled(lambda x, w, b: F.layer_norm(x, [n], w, b))
         rows.append(harness.measure("layer-norm " + wl["name"], f"{m}x{n}", dtype, bytes_per_call, n_sets, {
             "ours": lambda i: (lambda: torch.ops.tileops.norm_layer_norm_fwd(xs[i], w, b, [n])),
             "eager": lambda i: (lambda: F.layer_norm(xs[i], [n], w, b)),
             "compile": lambda i: (lambda: compiled(xs[i], w, b)),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **peers.layer_norm(xs, w, b, 1e-5),
         }))
         rows[-1]["op"] = "LayerNormFwdOp"
         del xs, ys
@@ -174,7 +178,7 @@ def backward_rows() -> list[dict]:
                 def eager(i):
                     return lambda: aten.native_layer_norm_backward(dys[i], xs[i], [n], *stats[i], w, b, mask)
 
-                compiled = torch.compile(lambda dy, x, mean, rstd, w, b: aten.native_layer_norm_backward(
+                compiled = harness.compiled(lambda dy, x, mean, rstd, w, b: aten.native_layer_norm_backward(
                     dy, x, [n], mean, rstd, w, b, [True, True, True]))
 
                 def comp(i):
@@ -203,7 +207,7 @@ def backward_rows() -> list[dict]:
                     dx = r * (g - xf * (r * r) * (g * xf).mean(-1, keepdim=True))
                     return dx.to(x.dtype), (d * xf * r).sum(0).to(x.dtype)
 
-                compiled = torch.compile(rms_bwd)
+                compiled = harness.compiled(rms_bwd)
 
                 def comp(i):
                     return lambda: compiled(dys[i], xs[i], w)

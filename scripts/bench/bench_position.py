@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 
@@ -53,7 +54,7 @@ def rope_rows(quick: bool) -> list[dict]:
         angle = torch.arange(8192, device="cuda", dtype=torch.float32)[:, None] * \
             (1.0 / 10000 ** (torch.arange(0, rot, 2, device="cuda", dtype=torch.float32) / rot))
         cache = torch.cat([angle.cos(), angle.sin()], -1).to(cache_dtype)
-        compiled = torch.compile(lambda p, q, k, c: rope_formula(p, q, k, c, neox))
+        compiled = harness.compiled(lambda p, q, k, c: rope_formula(p, q, k, c, neox))
 
         def copy(i):
             def run():
@@ -66,6 +67,7 @@ def rope_rows(quick: bool) -> list[dict]:
             "eager": lambda i: (lambda: rope_formula(ps[i], qs[i], ks[i], cache, neox)),
             "compile": lambda i: (lambda: compiled(ps[i], qs[i], ks[i], cache)),
             "copy": copy,
+            **(peers.rope(ps, qs, ks, cache, neox) if rot == d else {}),
         }))
         rows[-1]["op"] = "RopeNeoxFwdOp" if neox else "RopeNonNeoxFwdOp"
         del ps, qs, ks, q2, k2

@@ -9,6 +9,7 @@ import argparse
 import torch
 
 import harness  # scripts/bench/harness.py
+import peers  # scripts/bench/peers.py
 import tileops
 
 OPS = {  # class -> (our operator, ref_api)
@@ -34,12 +35,13 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
         n_sets = harness.n_sets_for(bytes_per_call)
         xs = [torch.randn(*shape, device="cuda", dtype=dtype) * 4 for _ in range(n_sets)]
         ys = [torch.empty_like(x) for x in xs]
-        compiled = torch.compile(lambda x: ref(x, -1))
+        compiled = harness.compiled(lambda x: ref(x, -1))
         rows.append(harness.measure(name, "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
             "ours": lambda i: (lambda: ours_op(xs[i], -1)),
             "eager": lambda i: (lambda: ref(xs[i], -1)),
             "compile": lambda i: (lambda: compiled(xs[i])),
             "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+            **(peers.softmax(xs) if op_class == "SoftmaxFwdOp" else {}),
         }))
         del xs, ys
     return rows

@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BEGIN = "<!-- perf_table.py: begin (generated; edit the JSON or the script, not this table) -->"
 END = "<!-- perf_table.py: end -->"
 TIMES = ("ours_us", "eager_us", "compile_us", "copy_us")
+PEERS = (("flashinfer_us", "flashinfer"), ("liger_us", "Liger"))  # optional: a library that has the op
 
 
 class TableError(ValueError):
@@ -75,7 +76,8 @@ def load_runs(paths: list[str]) -> list[dict]:
                     if not isinstance(row.get(key), str):
                         raise TableError(f"{where}: missing '{key}'")
                 rows.append({"op": name, "workload": row["workload"], "shape": row["shape"], "dtype": row["dtype"],
-                             **{k: _number(row, k, where) for k in TIMES}})
+                             **{k: _number(row, k, where) for k in TIMES},
+                             **{k: _number(row, k, where) for k, _ in PEERS if row.get(k) is not None}})
         runs.append({"path": path, "date": report["date"], "commit": report["commit"], "command": report["command"],
                      "device": report.get("device", "?"), "torch": report.get("torch", "?"),
                      "host_us": report.get("host_us"), "rows": rows})
@@ -110,18 +112,22 @@ def render(runs: list[dict], ops: dict, root: str = ROOT) -> str:
     for fam in families:
         # Ops in manifest order; rows of one op in the order their file lists them (a stable sort).
         mine = sorted(((r, run) for r, run in rows if place[r["op"]][0] == fam), key=lambda rr: place[rr[0]["op"]][1])
-        out += [f"### {fam}", "",
-                "| op | workload | shape | dtype | ours µs | eager µs | compile µs | copy µs | ours/copy | vs best | run |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]
+        # Peer-library columns only in a family where some row has one.
+        peers = [(k, name) for k, name in PEERS if any(k in r for r, _ in mine)]
+        head = ["op", "workload", "shape", "dtype", "ours µs", "eager µs", "compile µs",
+                *[f"{name} µs" for _, name in peers], "copy µs", "ours/copy", "vs best", "run"]
+        out += [f"### {fam}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r, run in mine:
             if run not in used:
                 used.append(run)
             ratio = r["ours_us"] / r["copy_us"]
-            vs_best = min(r["eager_us"], r["compile_us"]) / r["ours_us"]
+            # The best of every other implementation timed in the row: eager, compile and the peers.
+            vs_best = min(r["eager_us"], r["compile_us"], *[r[k] for k, _ in peers if k in r]) / r["ours_us"]
             vs = f"{vs_best:.2f}×" if vs_best >= 1 else f"**{vs_best:.2f}×**"
+            peer_cells = "".join(f"{_fmt(r[k])} | " if k in r else "– | " for k, _ in peers)
             out.append(f"| {r['op']} | {r['workload']} | {r['shape']} | {r['dtype']} | {_fmt(r['ours_us'])} | "
-                       f"{_fmt(r['eager_us'])} | {_fmt(r['compile_us'])} | {_fmt(r['copy_us'])} | {ratio:.3f} | "
-                       f"{vs} | {used.index(run) + 1} |")
+                       f"{_fmt(r['eager_us'])} | {_fmt(r['compile_us'])} | {peer_cells}{_fmt(r['copy_us'])} | "
+                       f"{ratio:.3f} | {vs} | {used.index(run) + 1} |")
         out.append("")
     host = max((run for run in runs if run["host_us"]), key=lambda r: (r["date"], os.path.basename(r["path"])),
                default=None)

@@ -4,7 +4,7 @@ Outputs (all in the build folder):
   registration.cpp  the one TORCH_LIBRARY block: per operator its def and its impls side by side,
                     plus the generated checks, Meta kernels, boundaries and autograd guards
   op_table.cpp      the op table: classes, operator names, compile_op_names, JSON for Python
-  ops.h             op ids and input/output/param indices for in-tree targets
+  ops.h             op ids, input/output/param indices and typed call views for in-tree targets
 """
 from __future__ import annotations
 
@@ -810,9 +810,85 @@ def emit_registration(ops) -> str:
     return "\n".join(out) + "\n"
 
 
+# C++ type and ParamValue read of each manifest param type, as a view returns it.
+VIEW_PARAM = {
+    "int": ("int64_t", "as_int"),
+    "float": ("double", "as_real"),
+    "bool": ("bool", "as_bool"),
+    "str": ("std::string_view", "as_str"),
+    "int[]": ("c10::IntArrayRef", "as_ints"),
+    "Device": ("c10::Device", "as_device"),
+    "ScalarType": ("c10::ScalarType", "as_dtype"),
+}
+
+
+def view_param_getter(p: Param, slot: str) -> str:
+    t, read = VIEW_PARAM[p.type]
+    if p.nullable:
+        return (f"  std::optional<{t}> {p.name}() const {{ const ParamValue& v = {slot}; "
+                f"return v.is_none() ? std::nullopt : std::optional<{t}>(v.{read}()); }}")
+    return f"  {t} {p.name}() const {{ return {slot}.{read}(); }}"
+
+
+def view_tensor_getter(name: str, slot: str, optional: bool, why: str) -> str:
+    if optional:
+        return (f"  const at::Tensor* {name}() const {{ const at::Tensor& t = {slot}; "
+                f"return t.defined() ? &t : nullptr; }}  // nullptr {why}")
+    return f"  const at::Tensor& {name}() const {{ return {slot}; }}"
+
+
+def view_class(inputs, outputs, params) -> list[str]:
+    """inputs/outputs/params: (slot expression, record) pairs. Getters copy nothing."""
+    out = ["class View {", " public:",
+           "  explicit View(const OpCall& call) : call_(call) {}",
+           "  const OpCall& call() const { return call_; }"]
+    out += [view_tensor_getter(i.name, slot, i.optional, "when absent") for slot, i in inputs]
+    out += [view_tensor_getter(o.name, slot, o.optional, "when the branch drops it") for slot, o in outputs]
+    out += [view_param_getter(p, slot) for slot, p in params]
+    out += [" private:", "  const OpCall& call_;", "};"]
+    return out
+
+
+def emit_view(op: Op) -> list[str]:
+    return (["// What a target reads from one call of this op, by name: View v(call); v.x(), v.eps()..."] +
+            view_class([(f"call_.inputs[In::{i.name}]", i) for i in op.inputs],
+                       [(f"call_.outputs[Out::{o.name}]", o) for o in op.outputs],
+                       [(f"call_.params[Param::{p.name}]", p) for p in op.params]))
+
+
+def family_views(ops) -> dict[str, tuple]:
+    """Per family of several ops: the arguments all of them hold at the same place, alike (one kernel
+    class serving several ops reads them through family::<name>::View)."""
+    fams: dict[str, list] = {}
+    for op in ops:
+        fams.setdefault(op.family, []).append(op)
+    common = {}
+    for fam, members in sorted(fams.items()):
+        if len(members) < 2:
+            continue
+        shared = []
+        for where in ("inputs", "outputs", "params"):
+            first = getattr(members[0], where)
+            same = [(f"call_.{where}[{k}]", x) for k, x in enumerate(first)
+                    if all(len(getattr(m, where)) > k and _alike(getattr(m, where)[k], x) for m in members)]
+            shared.append(same)
+        if any(shared):
+            common[fam] = (members, shared)
+    return common
+
+
+def _alike(a, b) -> bool:
+    if isinstance(a, Param):
+        return a.name == b.name and a.type == b.type and a.nullable == b.nullable
+    return a.name == b.name and a.optional == b.optional
+
+
 def emit_ops_header(ops) -> str:
     impl = [o for o in ops if o.status == "implemented"]
-    out = [banner(o.path for o in ops), "#pragma once", "", "namespace tileops::ops {", "",
+    out = [banner(o.path for o in ops), "#pragma once", "", "#include <ATen/core/Tensor.h>",
+           "#include <c10/core/Device.h>", "#include <c10/core/ScalarType.h>", "#include <c10/util/ArrayRef.h>", "",
+           "#include <cstdint>", "#include <optional>", "#include <string_view>", "",
+           '#include "tileops/op_call.h"', "", "namespace tileops::ops {", "",
            f"constexpr int kNumOps = {len(impl)};", ""]
     for op in impl:
         out.append(f"// {op.cls} ({op.path}:{op.line})")
@@ -822,8 +898,18 @@ def emit_ops_header(ops) -> str:
         for kind, items in (("In", op.inputs), ("Out", op.outputs), ("Param", op.params)):
             enum = ", ".join(f"{x.name} = {k}" for k, x in enumerate(items))
             out.append(f"enum {kind} : int {{ {enum} }};" if items else f"enum {kind} : int {{}};")
+        out += emit_view(op)
         out.append("}")
         out.append("")
+    out.append("// Per family of several ops: the arguments all of them hold at the same place.")
+    out.append("namespace family {")
+    for fam, (members, (ins, outs, params)) in family_views(impl).items():
+        out.append(f"// {', '.join(m.cls for m in members)}")
+        out.append(f"namespace {fam} {{")
+        out += view_class(ins, outs, params)
+        out.append("}")
+    out.append("}  // namespace family")
+    out.append("")
     out.append("}  // namespace tileops::ops")
     return "\n".join(out) + "\n"
 

@@ -1,7 +1,10 @@
-// The code generated for RMSNormFwdOp, seen from C++: op table, compile_op_names, registered schema.
+// The code generated for RMSNormFwdOp, seen from C++: op table, compile_op_names, registered schema,
+// typed call views.
+#include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
+#include "tileops/op_call.h"
 #include "tileops/ops.h"
 #include "tileops_generated/ops.h"
 
@@ -39,4 +42,48 @@ TEST(Codegen, RegisteredSchemaIsTheGeneratedOne) {
   for (auto key : {c10::DispatchKey::Meta, c10::DispatchKey::CUDA, c10::DispatchKey::CompositeExplicitAutograd,
                    c10::DispatchKey::Autograd})
     EXPECT_TRUE(handle.hasKernelForDispatchKey(key)) << key;
+}
+
+// The generated typed view reads each argument by name at its manifest place, without copies.
+TEST(Codegen, ViewReadsArgumentsByName) {
+  namespace op = tileops::ops::norm_rms_norm_fwd;
+  const at::Tensor x = at::ones({2, 4}), w = at::ones({4}), y = at::empty({2, 4});
+  const int64_t ns[] = {4};
+  const at::Tensor with_weight[] = {x, w}, without_weight[] = {x, at::Tensor()};
+  const at::Tensor outs[] = {y};
+  const tileops::ParamValue eps_set[] = {tileops::ParamValue::ints(ns), tileops::ParamValue::real(1e-3)};
+  const tileops::ParamValue eps_none[] = {tileops::ParamValue::ints(ns), tileops::ParamValue()};
+
+  const tileops::OpCall a{op::kId, op::kName, x.device(), with_weight, outs, eps_set};
+  const op::View va(a);
+  EXPECT_EQ(&va.x(), &with_weight[0]);  // a reference into the call, not a copy
+  ASSERT_NE(va.weight(), nullptr);
+  EXPECT_EQ(va.weight(), &with_weight[1]);
+  EXPECT_EQ(&va.y(), &outs[0]);
+  EXPECT_EQ(va.normalized_shape(), c10::IntArrayRef(ns));
+  EXPECT_EQ(va.eps(), std::optional<double>(1e-3));
+
+  const tileops::OpCall b{op::kId, op::kName, x.device(), without_weight, outs, eps_none};
+  const op::View vb(b);
+  EXPECT_EQ(vb.weight(), nullptr);  // an absent optional input
+  EXPECT_EQ(vb.eps(), std::nullopt);  // a None param
+}
+
+// A family's shared view holds what every op of the family has at the same place, alike.
+TEST(Codegen, FamilyViewSharesTheCommonArguments) {
+  namespace gelu = tileops::ops::activation_gelu_fwd;
+  namespace swiglu = tileops::ops::activation_silu_and_mul_fwd;
+  const at::Tensor x = at::ones({2, 8}), y = at::empty({2, 8});
+  const at::Tensor ins[] = {x}, outs[] = {y};
+  const tileops::ParamValue tanh[] = {tileops::ParamValue::string("tanh")};
+  const tileops::OpCall g{gelu::kId, gelu::kName, x.device(), ins, outs, tanh};
+  const tileops::OpCall s{swiglu::kId, swiglu::kName, x.device(), ins, outs, {}};
+  EXPECT_EQ(&tileops::ops::family::activation::View(g).x(), &ins[0]);
+  EXPECT_EQ(&tileops::ops::family::activation::View(s).y(), &outs[0]);
+  EXPECT_EQ(gelu::View(g).approximate(), "tanh");
+  // reduction: softmax and log_softmax both take (x) -> y with an int dim.
+  const tileops::ParamValue dim[] = {tileops::ParamValue::integer(-1)};
+  const tileops::OpCall r{tileops::ops::reduction_softmax_fwd::kId, "tileops::reduction_softmax_fwd", x.device(),
+                          ins, outs, dim};
+  EXPECT_EQ(tileops::ops::family::reduction::View(r).dim(), -1);
 }

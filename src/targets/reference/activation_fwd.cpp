@@ -17,6 +17,8 @@ namespace tileops::reference {
 namespace {
 
 namespace gelu = tileops::ops::activation_gelu_fwd;
+// One kernel class serves every activation op: it reads x and y through the family's shared view.
+using ActivationView = tileops::ops::family::activation::View;
 
 enum class Fn { Relu, Silu, Gelu, GeluTanh, Sigmoid };
 
@@ -31,15 +33,15 @@ at::Tensor apply(Fn f, const at::Tensor& x) {
   return {};
 }
 
-// x is input 0 and y output 0 in every activation entry.
 class UnaryReference final : public Kernel {
  public:
   explicit UnaryReference(Fn f) : f_(f) {}
   void launch(const OpCall& call) const override {
     Fn f = f_;
-    if (f == Fn::Gelu && call.params[gelu::approximate].as_str() == "tanh") f = Fn::GeluTanh;
-    const at::Tensor& x = call.inputs[0];
-    const at::Tensor& y = call.outputs[0];
+    if (f == Fn::Gelu && gelu::View(call).approximate() == "tanh") f = Fn::GeluTanh;
+    const ActivationView v(call);
+    const at::Tensor& x = v.x();
+    const at::Tensor& y = v.y();
     // y's dtype is the manifest's (promote_int_to_float for sigmoid): integer x converts to it first.
     y.copy_(apply(f, x.scalar_type() == y.scalar_type() ? x : x.to(y.scalar_type())));
   }
@@ -52,9 +54,10 @@ class GatedReference final : public Kernel {
  public:
   explicit GatedReference(Fn f) : f_(f) {}
   void launch(const OpCall& call) const override {
-    const at::Tensor x = call.inputs[0].to(at::kFloat);
+    const ActivationView v(call);
+    const at::Tensor x = v.x().to(at::kFloat);
     const int64_t d = x.size(-1) / 2;
-    call.outputs[0].copy_(apply(f_, x.narrow(-1, 0, d)) * x.narrow(-1, d, d));
+    v.y().copy_(apply(f_, x.narrow(-1, 0, d)) * x.narrow(-1, d, d));
   }
 
  private:

@@ -16,19 +16,18 @@ namespace op = tileops::ops::norm_fused_add_rms_norm_fwd;
 class FusedAddRmsNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const at::Tensor& w = call.inputs[op::weight];
+    const op::View v(call);
     // Computed before anything is written: residual_out may be the residual input (in place).
-    const at::Tensor sum = at::add(call.inputs[op::x], call.inputs[op::residual]);
-    const auto shape = call.params[op::normalized_shape].as_ints();
-    const auto eps = call.params[op::eps].as_optional_real();
+    const at::Tensor sum = at::add(v.x(), v.residual());
+    const at::Tensor* w = v.weight();
+    const auto eps = v.eps();
     // A float32 weight beside a 16-bit x: written out in float32 (at::rms_norm would warn about the
     // mix and take its slow path anyway); eps=None is float32's epsilon, as in F.rms_norm.
-    const at::Tensor y =
-        w.defined() && w.scalar_type() != sum.scalar_type()
-            ? rms_norm_f32(sum, shape, w, 0.0, eps ? *eps : static_cast<double>(FLT_EPSILON))
-            : at::rms_norm(sum, shape, w.defined() ? std::optional<at::Tensor>(w) : std::nullopt, eps);
-    call.outputs[op::residual_out].copy_(sum);
-    call.outputs[op::y].copy_(y);
+    const at::Tensor y = w && w->scalar_type() != sum.scalar_type()
+                             ? rms_norm_f32(sum, v.normalized_shape(), *w, 0.0, eps ? *eps : double{FLT_EPSILON})
+                             : at::rms_norm(sum, v.normalized_shape(), maybe(w), eps);
+    v.residual_out().copy_(sum);
+    v.y().copy_(y);
   }
 };
 

@@ -16,20 +16,20 @@ namespace fused = tileops::ops::norm_gemma_fused_add_rms_norm_fwd;
 class GemmaRmsNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    call.outputs[rms::y].copy_(rms_norm_f32(call.inputs[rms::x], call.params[rms::normalized_shape].as_ints(),
-                                            call.inputs[rms::weight], 1.0, call.params[rms::eps].as_real()));
+    const rms::View v(call);
+    v.y().copy_(rms_norm_f32(v.x(), v.normalized_shape(), v.weight(), 1.0, v.eps()));
   }
 };
 
 class GemmaFusedAddRmsNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
+    const fused::View v(call);
     // Computed before anything is written: residual_out may be the residual input (in place).
-    const at::Tensor sum = at::add(call.inputs[fused::x], call.inputs[fused::residual]);
-    const at::Tensor y = rms_norm_f32(sum, call.params[fused::normalized_shape].as_ints(), call.inputs[fused::weight],
-                                      1.0, call.params[fused::eps].as_real());
-    call.outputs[fused::residual_out].copy_(sum);
-    call.outputs[fused::y].copy_(y);
+    const at::Tensor sum = at::add(v.x(), v.residual());
+    const at::Tensor y = rms_norm_f32(sum, v.normalized_shape(), v.weight(), 1.0, v.eps());
+    v.residual_out().copy_(sum);
+    v.y().copy_(y);
   }
 };
 

@@ -14,24 +14,25 @@ namespace op = tileops::ops::norm_layer_norm_bwd;
 class LayerNormBwdReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const int64_t n = c10::multiply_integers(call.params[op::normalized_shape].as_ints());
-    const double eps = call.params[op::eps].as_real();
-    const at::Tensor& dx_out = call.outputs[op::dx];
-    const at::Tensor& dw_out = call.outputs[op::dweight];  // undefined when the branch drops it
-    const at::Tensor& db_out = call.outputs[op::dbias];
-    const at::Tensor x = call.inputs[op::x].to(at::kFloat).reshape({-1, n});
-    const at::Tensor dy = call.inputs[op::dy].to(at::kFloat).reshape({-1, n});
-    const at::Tensor& w = call.inputs[op::weight];
+    const op::View v(call);
+    const int64_t n = c10::multiply_integers(v.normalized_shape());
+    const double eps = v.eps();
+    const at::Tensor& dx_out = v.dx();
+    const at::Tensor* dw_out = v.dweight();  // nullptr when the branch drops it
+    const at::Tensor* db_out = v.dbias();
+    const at::Tensor x = v.x().to(at::kFloat).reshape({-1, n});
+    const at::Tensor dy = v.dy().to(at::kFloat).reshape({-1, n});
+    const at::Tensor* w = v.weight();
 
     const at::Tensor mu = x.mean(-1, /*keepdim=*/true);
     const at::Tensor xc = x - mu;
     const at::Tensor r = at::rsqrt(xc.square().mean(-1, /*keepdim=*/true) + eps);  // biased variance
     const at::Tensor xh = xc * r;
-    const at::Tensor g = w.defined() ? dy * w.to(at::kFloat).reshape({n}) : dy;
+    const at::Tensor g = w ? dy * w->to(at::kFloat).reshape({n}) : dy;
     const at::Tensor dx = r * (g - g.mean(-1, /*keepdim=*/true) - xh * (g * xh).mean(-1, /*keepdim=*/true));
     dx_out.copy_(dx.view(dx_out.sizes()));
-    if (dw_out.defined()) dw_out.copy_((dy * xh).sum(0).view(dw_out.sizes()));
-    if (db_out.defined()) db_out.copy_(dy.sum(0).view(db_out.sizes()));
+    if (dw_out) dw_out->copy_((dy * xh).sum(0).view(dw_out->sizes()));
+    if (db_out) db_out->copy_(dy.sum(0).view(db_out->sizes()));
   }
 };
 

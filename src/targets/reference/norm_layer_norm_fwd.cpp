@@ -10,14 +10,11 @@ namespace {
 
 namespace op = tileops::ops::norm_layer_norm_fwd;
 
-std::optional<at::Tensor> maybe(const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; }
-
 class LayerNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    call.outputs[op::y].copy_(at::layer_norm(call.inputs[op::x], call.params[op::normalized_shape].as_ints(),
-                                             maybe(call.inputs[op::weight]), maybe(call.inputs[op::bias]),
-                                             call.params[op::eps].as_real()));
+    const op::View v(call);
+    v.y().copy_(at::layer_norm(v.x(), v.normalized_shape(), maybe(v.weight()), maybe(v.bias()), v.eps()));
   }
 };
 

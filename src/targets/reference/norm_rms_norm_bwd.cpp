@@ -16,21 +16,21 @@ namespace op = tileops::ops::norm_rms_norm_bwd;
 class RmsNormBwdReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const c10::IntArrayRef ns = call.params[op::normalized_shape].as_ints();
+    const op::View v(call);
     // F.rms_norm's eps=None is the computation dtype's epsilon (float32), not the input's.
-    const double eps = call.params[op::eps].as_optional_real().value_or(std::numeric_limits<float>::epsilon());
-    const int64_t n = c10::multiply_integers(ns);
-    const at::Tensor& dx_out = call.outputs[op::dx];
-    const at::Tensor& dw_out = call.outputs[op::dweight];  // undefined in the _without_dweight branch
-    const at::Tensor x = call.inputs[op::x].to(at::kFloat).reshape({-1, n});
-    const at::Tensor dy = call.inputs[op::dy].to(at::kFloat).reshape({-1, n});
-    const at::Tensor& w = call.inputs[op::weight];
+    const double eps = v.eps().value_or(std::numeric_limits<float>::epsilon());
+    const int64_t n = c10::multiply_integers(v.normalized_shape());
+    const at::Tensor& dx_out = v.dx();
+    const at::Tensor* dw_out = v.dweight();  // nullptr in the _without_dweight branch
+    const at::Tensor x = v.x().to(at::kFloat).reshape({-1, n});
+    const at::Tensor dy = v.dy().to(at::kFloat).reshape({-1, n});
+    const at::Tensor* w = v.weight();
 
     const at::Tensor r = at::rsqrt(x.square().mean(-1, /*keepdim=*/true) + eps);
-    const at::Tensor g = w.defined() ? dy * w.to(at::kFloat).reshape({n}) : dy;
+    const at::Tensor g = w ? dy * w->to(at::kFloat).reshape({n}) : dy;
     const at::Tensor dx = r * (g - x * r.square() * (g * x).mean(-1, /*keepdim=*/true));
     dx_out.copy_(dx.view(dx_out.sizes()));
-    if (dw_out.defined()) dw_out.copy_((dy * x * r).sum(0).view(dw_out.sizes()));
+    if (dw_out) dw_out->copy_((dy * x * r).sum(0).view(dw_out->sizes()));
   }
 };
 

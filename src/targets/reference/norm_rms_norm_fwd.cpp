@@ -15,11 +15,8 @@ namespace op = tileops::ops::norm_rms_norm_fwd;
 class RmsNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const at::Tensor& w = call.inputs[op::weight];
-    const at::Tensor y = at::rms_norm(call.inputs[op::x], call.params[op::normalized_shape].as_ints(),
-                                      w.defined() ? std::optional<at::Tensor>(w) : std::nullopt,
-                                      call.params[op::eps].as_optional_real());
-    call.outputs[op::y].copy_(y);
+    const op::View v(call);
+    v.y().copy_(at::rms_norm(v.x(), v.normalized_shape(), maybe(v.weight()), v.eps()));
   }
 };
 

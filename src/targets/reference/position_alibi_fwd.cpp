@@ -15,7 +15,8 @@ namespace op = tileops::ops::position_alibi_fwd;
 class AlibiReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const int64_t heads = call.params[op::num_heads].as_int();
+    const op::View v(call);
+    const int64_t heads = v.num_heads();
     int64_t n = 1;
     while (n * 2 <= heads) n *= 2;
     const auto opts = at::TensorOptions().dtype(at::kDouble).device(call.device);
@@ -25,7 +26,7 @@ class AlibiReference final : public Kernel {
       at::Tensor extra = at::pow(2.0, (at::arange(0, heads - n, opts) * 2 + 1) * (-4.0 / n));
       slopes = at::cat({first, extra});
     }
-    call.outputs[op::slopes].copy_(slopes);
+    v.slopes().copy_(slopes);
   }
 };
 

@@ -16,13 +16,15 @@ namespace op2 = tileops::ops::position_rope_non_neox_fwd;
 static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::positions} == int{op2::positions} &&
                   int{op::cos_sin_cache} == int{op2::cos_sin_cache},
               "both RoPE entries share one argument order");
+using RopeView = op::View;  // serves both entries
 
 template <bool kNeox>
 class RopeReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const at::Tensor& positions = call.inputs[op::positions];
-    const at::Tensor& cache = call.inputs[op::cos_sin_cache];
+    const RopeView v(call);
+    const at::Tensor& positions = v.positions();
+    const at::Tensor& cache = v.cos_sin_cache();
     const int64_t max_pos = cache.size(0), rot = cache.size(1), half = rot / 2;
     if (positions.numel() > 0) {
       // The manifest's rule for data (no shape can say it): 0 <= positions < max_pos.
@@ -33,8 +35,8 @@ class RopeReference final : public Kernel {
     }
     const at::Tensor cs = cache.index_select(0, positions).to(at::kFloat).unsqueeze(1);  // [t, 1, rot]
     const at::Tensor cos = cs.narrow(2, 0, half), sin = cs.narrow(2, half, half);
-    for (int idx : {static_cast<int>(op::q), static_cast<int>(op::k)}) {
-      const at::Tensor x = call.inputs[idx].narrow(2, 0, rot);  // a view: written in place below
+    for (const at::Tensor* qk : {&v.q(), &v.k()}) {
+      const at::Tensor x = qk->narrow(2, 0, rot);  // a view: written in place below
       const at::Tensor xf = x.to(at::kFloat);
       at::Tensor y;
       if (kNeox) {

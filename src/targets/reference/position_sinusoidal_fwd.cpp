@@ -13,12 +13,13 @@ namespace op = tileops::ops::position_sinusoidal_fwd;
 class SinusoidalReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    const int64_t n = call.params[op::num_positions].as_int(), dim = call.params[op::dim].as_int();
+    const op::View v(call);
+    const int64_t n = v.num_positions(), dim = v.dim();
     const auto opts = at::TensorOptions().dtype(at::kDouble).device(call.device);
-    const at::Tensor inv_freq = at::pow(call.params[op::base].as_real(), at::arange(0, dim, 2, opts) / -double(dim));
+    const at::Tensor inv_freq = at::pow(v.base(), at::arange(0, dim, 2, opts) / -double(dim));
     const at::Tensor angle = at::arange(n, opts).unsqueeze(1) * inv_freq;  // [n, dim/2]
     // Interleaved: column 2i is sin, 2i+1 cos.
-    call.outputs[op::table].copy_(at::stack({at::sin(angle), at::cos(angle)}, -1).view({n, dim}));
+    v.table().copy_(at::stack({at::sin(angle), at::cos(angle)}, -1).view({n, dim}));
   }
 };
 

@@ -13,7 +13,8 @@ namespace op = tileops::ops::reduction_log_softmax_fwd;
 class LogSoftmaxReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
-    call.outputs[op::y].copy_(at::log_softmax(call.inputs[op::x], call.params[op::dim].as_int()));
+    const op::View v(call);
+    v.y().copy_(at::log_softmax(v.x(), v.dim()));
   }
 };
 

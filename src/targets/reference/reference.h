@@ -2,12 +2,18 @@
 // device when asked by name; the correctness oracle for the other targets.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tileops/target.h"
 
 namespace tileops::reference {
+
+// An optional tensor of a view (nullptr: absent) as ATen's optional argument.
+inline std::optional<at::Tensor> maybe(const at::Tensor* t) { return t ? std::optional<at::Tensor>(*t) : std::nullopt; }
 
 // Reference kernels hold no state: one per device, identity is empty.
 template <class K>

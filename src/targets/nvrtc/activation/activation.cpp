@@ -14,13 +14,8 @@
 namespace tileops::nvrtc {
 namespace {
 
-// Every activation op has x as input 0 and y as output 0; the shared code relies on it.
-namespace relu = tileops::ops::activation_relu_fwd;
-namespace gelu = tileops::ops::activation_gelu_fwd;
-namespace swiglu = tileops::ops::activation_silu_and_mul_fwd;
-static_assert(relu::x == 0 && relu::y == 0 && swiglu::x == 0 && swiglu::y == 0);
-static_assert(tileops::ops::activation_gelu_tanh_and_mul_fwd::y == 0 && tileops::ops::activation_silu_fwd::y == 0);
-static_assert(tileops::ops::activation_sigmoid_fwd::x == 0 && tileops::ops::activation_sigmoid_fwd::y == 0);
+// One kernel class serves every activation op: it reads x and y through the family's shared view.
+using ActivationView = tileops::ops::family::activation::View;
 
 
 
@@ -40,9 +35,10 @@ class ActivationKernel final : public Kernel {
   // cap: most CTAs a launch (tuning: act_ctas_per_sm per SM; by default none).
   ActivationKernel(LoadedKernel k, ActivationSpec p, long long cap) : k_(std::move(k)), p_(p), cap_(cap) {}
   void launch(const OpCall& call) const override {
-    const at::Tensor& x = call.inputs[0];
+    const ActivationView v(call);
+    const at::Tensor& x = v.x();
     const void* xp = x.const_data_ptr();
-    void* yp = call.outputs[0].mutable_data_ptr();
+    void* yp = v.y().mutable_data_ptr();
     long long n = x.numel(), d = p_.gated ? x.size(-1) / 2 : 0, rows = p_.gated ? n / x.size(-1) : 0;
     const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
     const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
@@ -66,10 +62,12 @@ struct ActivationFamily {
   bool gelu_param;  // GeluFwdOp reads its activation from the `approximate` param
 
   Problem problem(const OpCall& call) const {
-    const at::Tensor& x = call.inputs[0];
-    const at::Tensor& y = call.outputs[0];
+    const ActivationView v(call);
+    const at::Tensor& x = v.x();
+    const at::Tensor& y = v.y();
     // choices: none | tanh (checked by the generated boundary)
-    const Act act = gelu_param && call.params[gelu::approximate].as_str() == "tanh" ? Act::GeluTanh : fixed_act;
+    const Act act = gelu_param && tileops::ops::activation_gelu_fwd::View(call).approximate() == "tanh" ? Act::GeluTanh
+                                                                                                       : fixed_act;
     const int vec = gated ? activation_vec(x.scalar_type(), x.size(-1) / 2, {x.const_data_ptr(), y.const_data_ptr()})
                           : unary_vec(x.scalar_type(), y.scalar_type(), x.const_data_ptr(), y.const_data_ptr());
     return ActivationSpec{x.scalar_type(), act, gated, vec,

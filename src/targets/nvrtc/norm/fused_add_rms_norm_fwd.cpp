@@ -7,13 +7,13 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace op = tileops::ops::norm_fused_add_rms_norm_fwd;
+RowNormArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_fused_add_rms_norm_fwd::View v(call);
+  return {v.x(), v.y(), v.weight(), nullptr, &v.residual(), &v.residual_out(), v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-RowNormFamily fused_add_rms_norm_fwd_family() {
-  return RowNormFamily{RowNormOp::kFusedAddRmsNorm, RowNormSlots{op::x, op::residual, op::weight, -1, op::y,
-                                                                 op::residual_out, op::normalized_shape, op::eps}};
-}
+RowNormFamily fused_add_rms_norm_fwd_family() { return RowNormFamily{RowNormOp::kFusedAddRmsNorm, read_args}; }
 
 namespace {
 KernelBuilder fused_add_rms_norm_fwd_builder() { return spec_builder(fused_add_rms_norm_fwd_family()); }

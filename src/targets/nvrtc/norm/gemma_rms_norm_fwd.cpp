@@ -7,20 +7,19 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace rms = tileops::ops::norm_gemma_rms_norm_fwd;
-namespace fused = tileops::ops::norm_gemma_fused_add_rms_norm_fwd;
+RowNormArgs read_rms_args(const OpCall& call) {
+  const tileops::ops::norm_gemma_rms_norm_fwd::View v(call);
+  return {v.x(), v.y(), &v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps()};
+}
+RowNormArgs read_fused_args(const OpCall& call) {
+  const tileops::ops::norm_gemma_fused_add_rms_norm_fwd::View v(call);
+  return {v.x(), v.y(), &v.weight(), nullptr, &v.residual(), &v.residual_out(), v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-RowNormFamily gemma_rms_norm_fwd_family() {
-  return RowNormFamily{RowNormOp::kRmsNorm,
-                       RowNormSlots{rms::x, -1, rms::weight, -1, rms::y, -1, rms::normalized_shape, rms::eps}, true};
-}
-
+RowNormFamily gemma_rms_norm_fwd_family() { return RowNormFamily{RowNormOp::kRmsNorm, read_rms_args, true}; }
 RowNormFamily gemma_fused_add_rms_norm_fwd_family() {
-  return RowNormFamily{RowNormOp::kFusedAddRmsNorm,
-                       RowNormSlots{fused::x, fused::residual, fused::weight, -1, fused::y, fused::residual_out,
-                                    fused::normalized_shape, fused::eps},
-                       true};
+  return RowNormFamily{RowNormOp::kFusedAddRmsNorm, read_fused_args, true};
 }
 
 namespace {

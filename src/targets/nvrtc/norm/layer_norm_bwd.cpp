@@ -6,13 +6,13 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace op = tileops::ops::norm_layer_norm_bwd;
+NormBwdArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_layer_norm_bwd::View v(call);
+  return {v.dy(), v.x(), v.dx(), v.weight(), v.dweight(), v.dbias(), v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-NormBwdFamily layer_norm_bwd_family() {
-  return NormBwdFamily{
-      NormBwdSlots{true, op::dy, op::x, op::weight, op::dx, op::dweight, op::dbias, op::normalized_shape, op::eps}};
-}
+NormBwdFamily layer_norm_bwd_family() { return NormBwdFamily{true, read_args}; }
 
 namespace {
 KernelBuilder layer_norm_bwd_builder() { return spec_builder(layer_norm_bwd_family()); }

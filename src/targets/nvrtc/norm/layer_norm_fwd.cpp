@@ -7,13 +7,13 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace op = tileops::ops::norm_layer_norm_fwd;
+RowNormArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_layer_norm_fwd::View v(call);
+  return {v.x(), v.y(), v.weight(), v.bias(), nullptr, nullptr, v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-RowNormFamily layer_norm_fwd_family() {
-  return RowNormFamily{RowNormOp::kLayerNorm,
-                       RowNormSlots{op::x, -1, op::weight, op::bias, op::y, -1, op::normalized_shape, op::eps}};
-}
+RowNormFamily layer_norm_fwd_family() { return RowNormFamily{RowNormOp::kLayerNorm, read_args}; }
 
 namespace {
 KernelBuilder layer_norm_fwd_builder() { return spec_builder(layer_norm_fwd_family()); }

@@ -13,23 +13,25 @@ namespace {
 
 class NormBwdKernel final : public Kernel {
  public:
-  NormBwdKernel(std::vector<LoadedKernel> k, const NormBwdSpec& s, NormBwdSlots slots, int max_grid, int sm_count,
+  NormBwdKernel(std::vector<LoadedKernel> k, const NormBwdSpec& s, NormBwdArgsOf args_of, int max_grid, int sm_count,
                 bool dependent_reduce)
       : k_(std::move(k)),
         s_(s),
-        slots_(slots),
+        args_of_(args_of),
         max_grid_(max_grid),
         sm_count_(sm_count),
         dependent_reduce_(dependent_reduce) {}
 
   void launch(const OpCall& call) const override {
-    const at::Tensor& dy_t = call.inputs[slots_.dy];
+    const NormBwdArgs a = args_of_(call);
+    const at::Tensor& dy_t = a.dy;
     const void* dy = dy_t.const_data_ptr();
-    const void* x = call.inputs[slots_.x].const_data_ptr();
-    const void* w = s_.has_weight ? call.inputs[slots_.weight].const_data_ptr() : nullptr;
-    void* dx = call.outputs[slots_.dx].mutable_data_ptr();
+    const void* x = a.x.const_data_ptr();
+    const void* w = s_.has_weight ? a.weight->const_data_ptr() : nullptr;
+    void* dx = a.dx.mutable_data_ptr();
     long long rows = dy_t.numel() / s_.n;
-    float eps = eps_of(call);
+    // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
+    float eps = a.eps ? static_cast<float>(*a.eps) : FLT_EPSILON;
     const long long grid = norm_bwd_grid(s_, rows, max_grid_, sm_count_, tuning());
     // Per-CTA partial rows: [grid, n] for dweight, then [grid, n] for dbias. M = 0 gives grid = 0:
     // the main kernel is skipped and the reduction writes zeros (the gradient of no rows).
@@ -49,8 +51,8 @@ class NormBwdKernel final : public Kernel {
                     static_cast<unsigned>(s_.smem_bytes), args);
     }
     if (k_.size() > 1) {
-      void* dweight = s_.dw ? call.outputs[slots_.dweight].mutable_data_ptr() : nullptr;
-      void* dbias = s_.db ? call.outputs[slots_.dbias].mutable_data_ptr() : nullptr;
+      void* dweight = s_.dw ? a.dweight->mutable_data_ptr() : nullptr;
+      void* dbias = s_.db ? a.dbias->mutable_data_ptr() : nullptr;
       int parts = static_cast<int>(grid);
       int n = s_.n;
       void* args[] = {&part_w, &part_b, &dweight, &dbias, &parts, &n};
@@ -64,15 +66,9 @@ class NormBwdKernel final : public Kernel {
   }
 
  private:
-  float eps_of(const OpCall& call) const {
-    // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
-    const auto eps = call.params[slots_.eps].as_optional_real();
-    return eps ? static_cast<float>(*eps) : FLT_EPSILON;
-  }
-
   std::vector<LoadedKernel> k_;  // main, then the reduction when a weight gradient is wanted
   NormBwdSpec s_;
-  NormBwdSlots slots_;
+  NormBwdArgsOf args_of_;
   int max_grid_;
   int sm_count_;
   bool dependent_reduce_;  // the reduction is a programmatic dependent launch (sm_90+)
@@ -81,18 +77,17 @@ class NormBwdKernel final : public Kernel {
 }  // namespace
 
 NormBwdProblem NormBwdFamily::problem(const OpCall& call) const {
-  const at::Tensor& dy = call.inputs[slots.dy];
-  const at::Tensor& w = call.inputs[slots.weight];
-  const int max_vec = access_width({dy.data_ptr(), call.inputs[slots.x].data_ptr(), call.outputs[slots.dx].data_ptr(),
-                                    w.defined() ? w.data_ptr() : nullptr},
-                                   static_cast<int>(dy.element_size()));
-  return NormBwdProblem{slots.layer,
-                        dy.scalar_type(),
-                        c10::multiply_integers(call.params[slots.normalized_shape].as_ints()),
+  const NormBwdArgs a = args(call);
+  const int max_vec = access_width({a.dy.data_ptr(), a.x.data_ptr(), a.dx.data_ptr(),
+                                    a.weight ? a.weight->data_ptr() : nullptr},
+                                   static_cast<int>(a.dy.element_size()));
+  return NormBwdProblem{layer,
+                        a.dy.scalar_type(),
+                        c10::multiply_integers(a.normalized_shape),
                         max_vec,
-                        w.defined(),
-                        call.outputs[slots.dweight].defined(),
-                        slots.dbias >= 0 && call.outputs[slots.dbias].defined()};
+                        a.weight != nullptr,
+                        a.dweight != nullptr,
+                        a.dbias != nullptr};
 }
 
 std::shared_ptr<const Kernel> NormBwdFamily::make(const NormBwdSpec& s, std::vector<LoadedKernel> k,
@@ -102,7 +97,7 @@ std::shared_ptr<const Kernel> NormBwdFamily::make(const NormBwdSpec& s, std::vec
   if (k.size() > 1)
     log::debug("tileops: " + k[1].name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
   const int max_grid = norm_bwd_max_grid(s, dev, tuning());
-  return std::make_shared<NormBwdKernel>(std::move(k), s, slots, max_grid, dev.sm_count, dependent);
+  return std::make_shared<NormBwdKernel>(std::move(k), s, args, max_grid, dev.sm_count, dependent);
 }
 
 

@@ -2,7 +2,11 @@
 // RMSNormBwdOp (rms_norm_bwd.cpp) and LayerNormBwdOp (layer_norm_bwd.cpp).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "targets/nvrtc/norm/norm_bwd.h"
@@ -11,25 +15,32 @@
 
 namespace tileops::nvrtc {
 
-// Where an op keeps the tensors and params (indices into OpCall); dbias = -1 for RMSNorm.
-struct NormBwdSlots {
-  bool layer;
-  int dy, x, weight;
-  int dx, dweight, dbias;
-  int normalized_shape, eps;
+// The tensors and params the kernels use, read from one call through the op's view (nullptr: the
+// op has no such argument, or the call leaves it out; RMSNorm has no dbias).
+struct NormBwdArgs {
+  const at::Tensor& dy;
+  const at::Tensor& x;
+  const at::Tensor& dx;
+  const at::Tensor* weight;
+  const at::Tensor* dweight;
+  const at::Tensor* dbias;
+  c10::IntArrayRef normalized_shape;
+  std::optional<double> eps;
 };
+using NormBwdArgsOf = NormBwdArgs (*)(const OpCall& call);
 
 struct NormBwdFamily {
   using Problem = NormBwdProblem;
   using Spec = NormBwdSpec;
-  NormBwdSlots slots;
+  bool layer;
+  NormBwdArgsOf args;
 
   Problem problem(const OpCall& call) const;
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_norm_bwd(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const;
 };
 
-// The families of the two ops (their slots), as registered.
+// The families of the two ops (their argument readers), as registered.
 NormBwdFamily rms_norm_bwd_family();
 NormBwdFamily layer_norm_bwd_family();
 

@@ -6,13 +6,13 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace op = tileops::ops::norm_rms_norm_bwd;
+NormBwdArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_rms_norm_bwd::View v(call);
+  return {v.dy(), v.x(), v.dx(), v.weight(), v.dweight(), nullptr, v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-NormBwdFamily rms_norm_bwd_family() {
-  return NormBwdFamily{
-      NormBwdSlots{false, op::dy, op::x, op::weight, op::dx, op::dweight, -1, op::normalized_shape, op::eps}};
-}
+NormBwdFamily rms_norm_bwd_family() { return NormBwdFamily{false, read_args}; }
 
 namespace {
 KernelBuilder rms_norm_bwd_builder() { return spec_builder(rms_norm_bwd_family()); }

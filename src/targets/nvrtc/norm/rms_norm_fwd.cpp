@@ -6,13 +6,13 @@
 
 namespace tileops::nvrtc {
 namespace {
-namespace op = tileops::ops::norm_rms_norm_fwd;
+RowNormArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_rms_norm_fwd::View v(call);
+  return {v.x(), v.y(), v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps()};
+}
 }  // namespace
 
-RowNormFamily rms_norm_fwd_family() {
-  return RowNormFamily{RowNormOp::kRmsNorm,
-                       RowNormSlots{op::x, -1, op::weight, -1, op::y, -1, op::normalized_shape, op::eps}};
-}
+RowNormFamily rms_norm_fwd_family() { return RowNormFamily{RowNormOp::kRmsNorm, read_args}; }
 
 namespace {
 KernelBuilder rms_norm_fwd_builder() { return spec_builder(rms_norm_fwd_family()); }

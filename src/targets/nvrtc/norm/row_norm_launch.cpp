@@ -11,11 +11,11 @@
 namespace tileops::nvrtc {
 namespace {
 
-const void* ptr_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+const void* ptr_or_null(const at::Tensor* t) { return t ? t->data_ptr() : nullptr; }
 
 class RowNormKernel final : public Kernel {
  public:
-  RowNormKernel(LoadedKernel k, const RowNormSpec& s, RowNormSlots slots)
+  RowNormKernel(LoadedKernel k, const RowNormSpec& s, RowNormArgsOf args_of)
       : k_(std::move(k)),
         op_(s.op),
         n_(s.n),
@@ -25,24 +25,26 @@ class RowNormKernel final : public Kernel {
         smem_(static_cast<unsigned>(s.smem_bytes())),
         weight_(s.weight),
         bias_(s.bias),
-        slots_(slots) {}
+        args_of_(args_of) {}
 
   void launch(const OpCall& call) const override {
-    const void* x = call.inputs[slots_.x].const_data_ptr();
-    const void* w = weight_ ? call.inputs[slots_.weight].const_data_ptr() : nullptr;
-    void* y = call.outputs[slots_.y].mutable_data_ptr();
-    long long rows = call.inputs[slots_.x].numel() / n_;
-    float eps = eps_of(call);
+    const RowNormArgs a = args_of_(call);
+    const void* x = a.x.const_data_ptr();
+    const void* w = weight_ ? a.weight->const_data_ptr() : nullptr;
+    void* y = a.y.mutable_data_ptr();
+    long long rows = a.x.numel() / n_;
+    // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
+    float eps = a.eps ? static_cast<float>(*a.eps) : FLT_EPSILON;
     const long long grid = cluster_ > 1 ? rows * cluster_ : (rows + rows_per_cta_ - 1) / rows_per_cta_;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
     if (op_ == RowNormOp::kFusedAddRmsNorm) {
-      const void* r_in = call.inputs[slots_.residual].const_data_ptr();
-      void* r_out = call.outputs[slots_.residual_out].mutable_data_ptr();  // the residual itself when in place
+      const void* r_in = a.residual->const_data_ptr();
+      void* r_out = a.residual_out->mutable_data_ptr();  // the residual itself when in place
       void* args[] = {&x, &r_in, &r_out, &w, &y, &rows, &eps};
       return run(grid, args);
     }
     if (op_ == RowNormOp::kLayerNorm) {
-      const void* b = bias_ ? call.inputs[slots_.bias].const_data_ptr() : nullptr;
+      const void* b = bias_ ? a.bias->const_data_ptr() : nullptr;
       void* args[] = {&x, &w, &b, &y, &rows, &eps};
       return run(grid, args);
     }
@@ -51,11 +53,6 @@ class RowNormKernel final : public Kernel {
   }
 
  private:
-  float eps_of(const OpCall& call) const {
-    // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
-    const auto eps = call.params[slots_.eps].as_optional_real();
-    return eps ? static_cast<float>(*eps) : FLT_EPSILON;
-  }
   void run(long long grid, void** args) const {
     if (cluster_ > 1)
       nvrtc::launch_cluster(k_, static_cast<unsigned>(grid), block_, static_cast<unsigned>(cluster_), smem_, args);
@@ -68,31 +65,26 @@ class RowNormKernel final : public Kernel {
   int n_, rows_per_cta_, cluster_;
   unsigned block_, smem_;
   bool weight_, bias_;
-  RowNormSlots slots_;
+  RowNormArgsOf args_of_;
 };
 
 }  // namespace
 
 RowNormProblem RowNormFamily::problem(const OpCall& call) const {
-  const at::Tensor& x = call.inputs[slots.x];
-  const at::Tensor& w = call.inputs[slots.weight];
-  const bool has_bias = slots.bias >= 0 && call.inputs[slots.bias].defined();
-  const bool res = slots.residual >= 0;
+  const RowNormArgs a = args(call);
   // A float32 weight beside a 16-bit row (the manifests' dtype_combos allow no other mix).
-  const bool float_weight = w.defined() && w.scalar_type() != x.scalar_type();
-  int max_vec = access_width({x.data_ptr(), call.outputs[slots.y].data_ptr(), float_weight ? nullptr : ptr_or_null(w),
-                              has_bias ? call.inputs[slots.bias].data_ptr() : nullptr,
-                              res ? call.inputs[slots.residual].data_ptr() : nullptr,
-                              res ? call.outputs[slots.residual_out].data_ptr() : nullptr},
-                             static_cast<int>(x.element_size()));
+  const bool float_weight = a.weight && a.weight->scalar_type() != a.x.scalar_type();
+  int max_vec = access_width({a.x.data_ptr(), a.y.data_ptr(), float_weight ? nullptr : ptr_or_null(a.weight),
+                              ptr_or_null(a.bias), ptr_or_null(a.residual), ptr_or_null(a.residual_out)},
+                             static_cast<int>(a.x.element_size()));
   if (float_weight) {
     // The kernel reads VEC float weights in pieces of up to 16 bytes: below 16-byte alignment the
     // whole vector must fit what the weight's alignment allows.
-    const int w_vec = access_width({w.data_ptr()}, static_cast<int>(w.element_size()));
-    if (w_vec * w.element_size() < 16) max_vec = std::min(max_vec, w_vec);
+    const int w_vec = access_width({a.weight->data_ptr()}, static_cast<int>(a.weight->element_size()));
+    if (w_vec * a.weight->element_size() < 16) max_vec = std::min(max_vec, w_vec);
   }
-  RowNormProblem q{op, x.scalar_type(), c10::multiply_integers(call.params[slots.normalized_shape].as_ints()),
-                   max_vec, w.defined(), has_bias};
+  RowNormProblem q{op, a.x.scalar_type(), c10::multiply_integers(a.normalized_shape), max_vec, a.weight != nullptr,
+                   a.bias != nullptr};
   q.float_weight = float_weight;
   q.gemma = gemma;
   return q;
@@ -102,7 +94,7 @@ std::shared_ptr<const Kernel> RowNormFamily::make(const RowNormSpec& s, std::vec
                                                   const DeviceInfo& dev) const {
   if (s.cluster > 8) allow_large_clusters(k[0], s.cluster);
   allow_dynamic_smem(k[0], s.smem_bytes(), dev);
-  return std::make_shared<RowNormKernel>(std::move(k[0]), s, slots);
+  return std::make_shared<RowNormKernel>(std::move(k[0]), s, args);
 }
 
 

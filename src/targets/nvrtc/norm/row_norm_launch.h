@@ -3,7 +3,11 @@
 // LayerNormFwdOp (layer_norm_fwd.cpp).
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "targets/nvrtc/norm/row_norm.h"
@@ -11,18 +15,25 @@
 
 namespace tileops::nvrtc {
 
-// Where an op keeps the tensors and params the kernels use (indices into OpCall; -1: none).
-struct RowNormSlots {
-  int x, residual, weight, bias;
-  int y, residual_out;
-  int normalized_shape, eps;
+// The tensors and params the kernels use, read from one call through the op's view (nullptr: the
+// op has no such argument, or the call leaves it out).
+struct RowNormArgs {
+  const at::Tensor& x;
+  const at::Tensor& y;
+  const at::Tensor* weight;
+  const at::Tensor* bias;
+  const at::Tensor* residual;
+  const at::Tensor* residual_out;
+  c10::IntArrayRef normalized_shape;
+  std::optional<double> eps;
 };
+using RowNormArgsOf = RowNormArgs (*)(const OpCall& call);
 
 struct RowNormFamily {
   using Problem = RowNormProblem;
   using Spec = RowNormSpec;
   RowNormOp op;
-  RowNormSlots slots;
+  RowNormArgsOf args;
   bool gemma = false;  // GemmaRMSNormFwdOp, GemmaFusedAddRMSNormFwdOp: scaled by 1 + weight
 
   Problem problem(const OpCall& call) const;
@@ -30,7 +41,7 @@ struct RowNormFamily {
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const;
 };
 
-// The families of the ops (their slots), as registered.
+// The families of the ops (their argument readers), as registered.
 RowNormFamily rms_norm_fwd_family();
 RowNormFamily fused_add_rms_norm_fwd_family();
 RowNormFamily layer_norm_fwd_family();

@@ -17,8 +17,9 @@ class AlibiKernel final : public Kernel {
  public:
   explicit AlibiKernel(LoadedKernel k) : k_(std::move(k)) {}
   void launch(const OpCall& call) const override {
-    float* out = call.outputs[op::slopes].mutable_data_ptr<float>();
-    int heads = static_cast<int>(call.params[op::num_heads].as_int());
+    const op::View v(call);
+    float* out = v.slopes().mutable_data_ptr<float>();
+    int heads = static_cast<int>(v.num_heads());
     void* args[] = {&out, &heads};
     nvrtc::launch(k_, static_cast<unsigned>((heads + 127) / 128), 128, 0, args);
   }

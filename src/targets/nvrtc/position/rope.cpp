@@ -17,9 +17,11 @@ namespace {
 
 namespace op = tileops::ops::position_rope_neox_fwd;
 namespace op2 = tileops::ops::position_rope_non_neox_fwd;
+// Both RoPE entries are read through the Neox view: they share one argument order.
 static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::positions} == int{op2::positions} &&
                   int{op::cos_sin_cache} == int{op2::cos_sin_cache},
               "both RoPE entries share one argument order");
+using RopeView = op::View;
 
 
 
@@ -32,10 +34,10 @@ int align_bytes(const void* p) {
 
 // Widest VEC the pointers allow: q/k accesses are VEC elements, cache loads min(VEC, 16 / its
 // element size) elements, so a cache aligned to fewer than 16 bytes caps VEC at its alignment.
-int alignment_vec(const OpCall& call, int elem) {
-  const int qk = std::min(align_bytes(call.inputs[op::q].data_ptr()), align_bytes(call.inputs[op::k].data_ptr()));
+int alignment_vec(const RopeView& v, int elem) {
+  const int qk = std::min(align_bytes(v.q().data_ptr()), align_bytes(v.k().data_ptr()));
   int vec = std::max(1, qk / elem);
-  const at::Tensor& cache = call.inputs[op::cos_sin_cache];
+  const at::Tensor& cache = v.cos_sin_cache();
   const int cache_elem = static_cast<int>(cache.element_size());
   const int cache_elems = align_bytes(cache.data_ptr()) / cache_elem;
   if (cache_elems < 16 / cache_elem) vec = std::min(vec, std::max(1, cache_elems));
@@ -46,15 +48,16 @@ class RopeKernel final : public Kernel {
  public:
   RopeKernel(LoadedKernel k, RopeSpec p) : k_(std::move(k)), p_(p) {}
   void launch(const OpCall& call) const override {
-    const at::Tensor& q = call.inputs[op::q];
-    const at::Tensor& k = call.inputs[op::k];
-    const void* positions = call.inputs[op::positions].const_data_ptr();
+    const RopeView v(call);
+    const at::Tensor& q = v.q();
+    const at::Tensor& k = v.k();
+    const void* positions = v.positions().const_data_ptr();
     void* qp = q.mutable_data_ptr();
     void* kp = k.mutable_data_ptr();
-    const void* cache = call.inputs[op::cos_sin_cache].const_data_ptr();
+    const void* cache = v.cos_sin_cache().const_data_ptr();
     long long tokens = q.size(0);
     int hq = static_cast<int>(q.size(1)), hk = static_cast<int>(k.size(1));
-    long long max_pos = call.inputs[op::cos_sin_cache].size(0);
+    long long max_pos = v.cos_sin_cache().size(0);
     const RopeLaunch shape = rope_launch_shape(p_, static_cast<int64_t>(hq) + hk);
     int slots = shape.slots, tpb = shape.tpb;
     void* args[] = {&positions, &qp, &kp, &cache, &tokens, &hq, &hk, &max_pos, &slots, &tpb};
@@ -74,11 +77,12 @@ struct RopeFamily {
   bool neox;
 
   Problem problem(const OpCall& call) const {
-    const at::Tensor& q = call.inputs[op::q];
-    TORCH_CHECK(q.size(1) + call.inputs[op::k].size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
-    const at::Tensor& cache = call.inputs[op::cos_sin_cache];
+    const RopeView v(call);
+    const at::Tensor& q = v.q();
+    TORCH_CHECK(q.size(1) + v.k().size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
+    const at::Tensor& cache = v.cos_sin_cache();
     return RopeProblem{neox, q.scalar_type(), cache.scalar_type(), q.size(2), cache.size(1),
-                       alignment_vec(call, static_cast<int>(q.element_size()))};
+                       alignment_vec(v, static_cast<int>(q.element_size()))};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
     RopeSpec s = plan_rope(q.dtype, q.head_dim, q.rot_dim, q.neox, q.max_vec, q.cache_dtype);

@@ -20,11 +20,12 @@ class SinusoidalKernel final : public Kernel {
  public:
   SinusoidalKernel(LoadedKernel k, int vec) : k_(std::move(k)), vec_(vec) {}
   void launch(const OpCall& call) const override {
-    const at::Tensor& out = call.outputs[op::table];
+    const op::View v(call);
+    const at::Tensor& out = v.table();
     void* ptr = out.mutable_data_ptr();
     long long num_vecs = out.numel() / vec_;
-    int dim = static_cast<int>(call.params[op::dim].as_int());
-    double log2_base = std::log2(call.params[op::base].as_real());
+    int dim = static_cast<int>(v.dim());
+    double log2_base = std::log2(v.base());
     void* args[] = {&ptr, &num_vecs, &dim, &log2_base};
     const long long grid = (num_vecs + 255) / 256;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": table too large (", out.numel(), " elements) for one launch");
@@ -40,10 +41,11 @@ struct SinusoidalFamily {
   using Problem = SinusoidalProblem;
   using Spec = SinusoidalSpec;
   Problem problem(const OpCall& call) const {
-    const at::Tensor& out = call.outputs[op::table];
-    TORCH_CHECK(call.params[op::dim].as_int() <= 0x7fffffffLL, call.op_name, ": dim too large");
+    const op::View v(call);
+    const at::Tensor& out = v.table();
+    TORCH_CHECK(v.dim() <= 0x7fffffffLL, call.op_name, ": dim too large");
     const int max_vec = access_width({out.data_ptr()}, static_cast<int>(out.element_size()));
-    return {out.scalar_type(), sinusoidal_vec(out.scalar_type(), call.params[op::dim].as_int(), max_vec)};
+    return {out.scalar_type(), sinusoidal_vec(out.scalar_type(), v.dim(), max_vec)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return {q.dtype, q.vec, dev.arch}; }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {

@@ -9,21 +9,19 @@
 namespace tileops::nvrtc {
 namespace {
 
-namespace op = tileops::ops::reduction_softmax_fwd;
-namespace lop = tileops::ops::reduction_log_softmax_fwd;
-static_assert(int{op::x} == int{lop::x} && int{op::y} == int{lop::y} && int{op::dim} == int{lop::dim},
-              "softmax and log_softmax share one launcher");
+// Softmax and log_softmax share one launcher: it reads x, y and dim through the family's view.
+using SoftmaxView = tileops::ops::family::reduction::View;
 
 // The reduced dim, wrapped as torch does (a 0-dim x is a 1-element row).
-int64_t wrapped_dim(const OpCall& call) {
-  const int64_t nd = call.inputs[op::x].dim();
-  const int64_t d = call.params[op::dim].as_int();
+int64_t wrapped_dim(const SoftmaxView& v) {
+  const int64_t nd = v.x().dim();
+  const int64_t d = v.dim();
   return nd == 0 ? 0 : (d < 0 ? d + nd : d);
 }
 
-bool dim_is_last(const OpCall& call) {
-  const int64_t nd = call.inputs[op::x].dim();
-  return nd == 0 || wrapped_dim(call) == nd - 1;
+bool dim_is_last(const SoftmaxView& v) {
+  const int64_t nd = v.x().dim();
+  return nd == 0 || wrapped_dim(v) == nd - 1;
 }
 
 class SoftmaxKernel final : public Kernel {
@@ -31,11 +29,12 @@ class SoftmaxKernel final : public Kernel {
   SoftmaxKernel(std::vector<LoadedKernel> k, const SoftmaxSpec& s) : k_(std::move(k)), s_(s), smem_(s.smem_bytes()) {}
 
   void launch(const OpCall& call) const override {
-    const at::Tensor& x = call.inputs[op::x];
-    const at::Tensor& y = call.outputs[op::y];
-    if (dim_is_last(call)) return run(call, x, y);
+    const SoftmaxView v(call);
+    const at::Tensor& x = v.x();
+    const at::Tensor& y = v.y();
+    if (dim_is_last(v)) return run(call, x, y);
     // Known cost (see softmax_launch.h): move the dim last, compute, copy back into y's layout.
-    const int64_t d = wrapped_dim(call);
+    const int64_t d = wrapped_dim(v);
     const at::Tensor xt = x.movedim(d, -1).contiguous();
     const at::Tensor yt = at::empty_like(xt, at::MemoryFormat::Contiguous);
     run(call, xt, yt);
@@ -81,13 +80,14 @@ class SoftmaxKernel final : public Kernel {
 }  // namespace
 
 SoftmaxProblem SoftmaxFamily::problem(const OpCall& call) const {
-  const at::Tensor& x = call.inputs[op::x];
-  const int64_t n = x.dim() == 0 ? 1 : x.size(wrapped_dim(call));
+  const SoftmaxView v(call);
+  const at::Tensor& x = v.x();
+  const int64_t n = x.dim() == 0 ? 1 : x.size(wrapped_dim(v));
   TORCH_CHECK(n <= (int64_t{1} << 30), call.op_name, ": the nvrtc target reduces dims of at most 2^30 elements, got ",
               n);
   // Widest access x and y allow. A moved dim computes on fresh (allocator-aligned) temporaries.
   const int elem = static_cast<int>(x.element_size());
-  const int max_vec = dim_is_last(call) ? access_width({x.data_ptr(), call.outputs[op::y].data_ptr()}, elem) : 16 / elem;
+  const int max_vec = dim_is_last(v) ? access_width({x.data_ptr(), v.y().data_ptr()}, elem) : 16 / elem;
   return SoftmaxProblem{log, x.scalar_type(), n, max_vec, softmax_few_rows(n == 0 ? 0 : x.numel() / n)};
 }
 
