@@ -87,6 +87,20 @@ def fused_and_layer_norm_rows() -> list[dict]:
     return rows
 
 
+def gemma_peers(xs, rs, w, eps: float) -> dict:
+    """flashinfer's gemma_rmsnorm / gemma_fused_add_rmsnorm (in place, as ours _writes_residual) and
+    Liger's RMSNorm with offset 1 in its 'gemma' casting mode; both take the weight in x's dtype."""
+    out = {}
+    if (fi := peers.flashinfer()) is not None:
+        out["flashinfer"] = (lambda i: (lambda: fi.rmsnorm(torch.empty_like(xs[i]), xs[i], w, eps, True))) \
+            if rs is None else (lambda i: (lambda: fi.fused_add_rmsnorm(xs[i], rs[i], w, eps, True)))
+    if (lg := peers.liger()) is not None:
+        out["liger"] = (lambda i: (lambda: lg.rms_norm.rms_norm_forward(xs[i], w, eps, 1.0, "gemma", None))) \
+            if rs is None else \
+            (lambda i: (lambda: lg.fused_add_rms_norm.fused_add_rms_norm_forward(xs[i], rs[i], w, eps, 1.0, "gemma")))
+    return out
+
+
 def serving_rows() -> list[dict]:
     """The serving forms beside the plain same-dtype rows: FusedAddRMSNormFwdOp with a float32 weight,
     GemmaRMSNormFwdOp and GemmaFusedAddRMSNormFwdOp (float32 weights, vLLM's GemmaRMSNorm written out
@@ -129,12 +143,13 @@ def serving_rows() -> list[dict]:
             ours = lambda i, op=op: (lambda: op(xs[i], rs[i], w, [n], 1e-6))  # noqa: E731
             eager_fn = add_gemma if cls.startswith("Gemma") else add_rms
             eager = lambda i, f=eager_fn: (lambda: f(xs[i], rs[i], w, n))  # noqa: E731
-        compiled = torch.compile(eager_fn)
+        compiled = harness.compiled(eager_fn)
         comp = (lambda i: (lambda: compiled(xs[i], rs[i], w, n))) if fused else \
             (lambda i: (lambda: compiled(xs[i], w, n)))
         rows.append(harness.measure(f"{cls} {name}", f"{m}x{n}", dtype, bytes_per_call, n_sets, {
             "ours": ours, "eager": eager, "compile": comp,
             "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),
+            **(gemma_peers(xs, rs, w.to(dtype), 1e-6) if cls.startswith("Gemma") else {}),
         }))
         rows[-1]["op"] = cls.split("/")[0]
         del xs, rs, big
