@@ -87,6 +87,75 @@ def fused_and_layer_norm_rows() -> list[dict]:
     return rows
 
 
+def gemma_peers(xs, rs, w, eps: float) -> dict:
+    """flashinfer's gemma_rmsnorm / gemma_fused_add_rmsnorm (in place, as ours _writes_residual) and
+    Liger's RMSNorm with offset 1 in its 'gemma' casting mode; both take the weight in x's dtype."""
+    out = {}
+    if (fi := peers.flashinfer()) is not None:
+        out["flashinfer"] = (lambda i: (lambda: fi.rmsnorm(torch.empty_like(xs[i]), xs[i], w, eps, True))) \
+            if rs is None else (lambda i: (lambda: fi.fused_add_rmsnorm(xs[i], rs[i], w, eps, True)))
+    if (lg := peers.liger()) is not None:
+        out["liger"] = (lambda i: (lambda: lg.rms_norm.rms_norm_forward(xs[i], w, eps, 1.0, "gemma", None))) \
+            if rs is None else \
+            (lambda i: (lambda: lg.fused_add_rms_norm.fused_add_rms_norm_forward(xs[i], rs[i], w, eps, 1.0, "gemma")))
+    return out
+
+
+def serving_rows() -> list[dict]:
+    """The serving forms beside the plain same-dtype rows: FusedAddRMSNormFwdOp with a float32 weight,
+    GemmaRMSNormFwdOp and GemmaFusedAddRMSNormFwdOp (float32 weights, vLLM's GemmaRMSNorm written out
+    as eager), the in-place fused branches. Bytes count the weight at its own width."""
+    F = torch.nn.functional
+    ops = torch.ops.tileops
+    rows = []
+
+    def gemma(x, w, n):
+        return (F.rms_norm(x.float(), [n], None, 1e-6) * (1.0 + w.float())).to(x.dtype)
+
+    def add_gemma(x, r, w, n):
+        r.add_(x)
+        return gemma(r, w, n)
+
+    def add_rms(x, r, w, n):
+        r.add_(x)
+        return F.rms_norm(r, [n], w, 1e-6)
+
+    cases = [(wl["name"], tuple(wl["x"]), harness.DTYPES[wl["dtypes"][0]], cls)
+             for cls in ("GemmaRMSNormFwdOp", "GemmaFusedAddRMSNormFwdOp")
+             for wl in harness.manifest_workloads("norm", cls)]
+    cases += [(wl["name"], tuple(wl["x"]), harness.DTYPES[wl["dtypes"][0]], "FusedAddRMSNormFwdOp/f32w")
+              for wl in harness.manifest_workloads("norm", "FusedAddRMSNormFwdOp")]
+    for name, (m, n), dtype, cls in cases:
+        fused = cls != "GemmaRMSNormFwdOp"
+        bytes_per_call = (4 if fused else 2) * m * n * dtype.itemsize + 4 * n
+        n_sets = harness.n_sets_for(bytes_per_call)
+        xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        rs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)] if fused else None
+        big = [torch.empty((2 if fused else 1) * m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        w = torch.randn(n, device="cuda") * 0.5
+        if cls == "GemmaRMSNormFwdOp":
+            ours = lambda i: (lambda: ops.norm_gemma_rms_norm_fwd(xs[i], w, [n]))  # noqa: E731
+            eager_fn = gemma
+            eager = lambda i: (lambda: gemma(xs[i], w, n))  # noqa: E731
+        else:
+            op = ops.norm_gemma_fused_add_rms_norm_fwd_writes_residual if cls.startswith("Gemma") else \
+                ops.norm_fused_add_rms_norm_fwd_writes_residual
+            ours = lambda i, op=op: (lambda: op(xs[i], rs[i], w, [n], 1e-6))  # noqa: E731
+            eager_fn = add_gemma if cls.startswith("Gemma") else add_rms
+            eager = lambda i, f=eager_fn: (lambda: f(xs[i], rs[i], w, n))  # noqa: E731
+        compiled = harness.compiled(eager_fn)
+        comp = (lambda i: (lambda: compiled(xs[i], rs[i], w, n))) if fused else \
+            (lambda i: (lambda: compiled(xs[i], w, n)))
+        rows.append(harness.measure(f"{cls} {name}", f"{m}x{n}", dtype, bytes_per_call, n_sets, {
+            "ours": ours, "eager": eager, "compile": comp,
+            "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),
+            **(gemma_peers(xs, rs, w.to(dtype), 1e-6) if cls.startswith("Gemma") else {}),
+        }))
+        rows[-1]["op"] = cls.split("/")[0]
+        del xs, rs, big
+    return rows
+
+
 def backward_rows() -> list[dict]:
     """RMSNormBwdOp / LayerNormBwdOp (dx, dweight, dbias) beside torch's own backward kernels.
 
@@ -200,13 +269,16 @@ def main():
         return
     rows = rms_norm_rows(args.quick)
     other = [] if args.quick else fused_and_layer_norm_rows()
+    serving = [] if args.quick else serving_rows()
     bwd = [] if args.quick else backward_rows()
     host = host_costs()
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-                                   "kernels": rows + other + bwd, "host_us": host})
+                                   "kernels": rows + other + serving + bwd, "host_us": host})
     harness.print_table("RMSNormFwdOp", rows)
     if other:
         harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
+    if serving:
+        harness.print_table("Serving forms: float32 weights, Gemma (1 + w), fused in place", serving)
     if bwd:
         harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")

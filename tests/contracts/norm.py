@@ -22,6 +22,16 @@ def _layer_norm(device):
     return LayerNormFwdOp((256,)), _inputs(device, (8, 256), (256,), (256,))
 
 
+def _gemma_rms_norm(device):
+    from tileops.norm import GemmaRMSNormFwdOp
+    return GemmaRMSNormFwdOp((256,)), _inputs(device, (8, 256), (256,))
+
+
+def _gemma_fused_add_rms_norm(device):
+    from tileops.norm import GemmaFusedAddRMSNormFwdOp
+    return GemmaFusedAddRMSNormFwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
+
+
 def _rms_norm_bwd(device):
     from tileops.norm import RMSNormBwdOp
     return RMSNormBwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
@@ -36,6 +46,8 @@ CONTRACT = {
     "LayerNormFwdOp": _layer_norm,
     "RMSNormFwdOp": _rms_norm,
     "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
+    "GemmaRMSNormFwdOp": _gemma_rms_norm,
+    "GemmaFusedAddRMSNormFwdOp": _gemma_fused_add_rms_norm,
     "RMSNormBwdOp": _rms_norm_bwd,
     "LayerNormBwdOp": _layer_norm_bwd,
 }

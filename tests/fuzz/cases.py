@@ -157,6 +157,9 @@ def draw_norm(rng, g, name):
         return Call("norm_layer_norm_fwd", [x, w, b, ns, eps], {},
                     lambda a, k: [ln64(a[0], a[3], a[1], a[2], a[4])], lambda a, r: first(r), {0: FLOATS, 1: 0, 2: 0})
     res = rand(rng, shape, dt, g)
+    if w is not None and rng.random() < 0.3:
+        w = rand(rng, ns, torch.float32, g)  # the fused add takes a float32 weight beside any x
+    w_rule = (dt, torch.float32)
 
     def fused(a, k):
         need(a[1].shape == a[0].shape, "residual shape")
@@ -164,9 +167,9 @@ def draw_norm(rng, g, name):
         return [rms64(s, a[3], a[2], a[4]), s.double()]
     if rng.random() < 0.5:
         return Call("norm_fused_add_rms_norm_fwd", [x, res, w, ns, eps], {}, fused, lambda a, r: first(r),
-                    {0: FLOATS, 1: 0, 2: 0})
+                    {0: FLOATS, 1: 0, 2: w_rule})
     return Call("norm_fused_add_rms_norm_fwd_writes_residual", [x, res, w, ns, eps], {}, fused,
-                lambda a, r: [r, a[1]], {0: FLOATS, 1: 0, 2: 0}, written=(1,))
+                lambda a, r: [r, a[1]], {0: FLOATS, 1: 0, 2: w_rule}, written=(1,))
 
 
 def draw_norm_bwd(rng, g, name):

@@ -7,18 +7,21 @@
 // t, t + TPR, t + 2*TPR, ... of that row. With CACHE the row stays in registers between the
 // sum-of-squares pass and the scale pass (one HBM read); without it the second pass reads again
 // (rows too long for registers; the re-read mostly hits L2).
+// The weight is W (T, or float32 beside a 16-bit row); with GEMMA the row is scaled by 1 + w
+// (GemmaRMSNormFwdOp, GemmaFusedAddRMSNormFwdOp), formed in float32 as vLLM and flashinfer do.
 // Host side (src/targets/nvrtc/norm/row_norm_plan.cpp) picks the template arguments; requires
-// N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16.
+// N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16 (or VEC * sizeof(W) >= 16).
 #pragma once
 #include "common/dtypes.cuh"
 #include "common/reduce.cuh"
+#include "norm/norm_weight.cuh"
 
 namespace tileops {
 
 // The row element source: x, or T(x + residual) written back to residual_out. residual_in and
 // residual_out may alias (in place), so neither is __restrict__; each element is read, then written,
 // by the same thread.
-// One output vector: v * r, times the weight when present, rounded once to T. Shared by the register,
+// One output vector: v * r, times the weight when present, rounded once to T. Used by the
 // cluster and staged RMSNorm kernels.
 template <bool HAS_WEIGHT, typename T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> rms_norm_scale(const Vec<T, VEC>& v, const Vec<T, VEC>& wv, float r) {
@@ -68,31 +71,32 @@ struct RowSource {
   }
 };
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, bool ADD_RESIDUAL>
-__device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const T* __restrict__ w,
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, bool ADD_RESIDUAL, typename W,
+          bool GEMMA>
+__device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const W* __restrict__ w,
                                              T* __restrict__ y, bool active, float* scratch, float eps) {
   using V = Vec<T, VEC>;
+  using WV = WeightVec<W, VEC>;
   constexpr int kVecs = N / VEC;                      // vectors per row
   constexpr int kPerThread = (kVecs + TPR - 1) / TPR; // vectors per thread
   constexpr bool kExact = kVecs % TPR == 0;
   const int t = threadIdx.x % TPR;
   V* yr = reinterpret_cast<V*>(y);
-  const V* wr = reinterpret_cast<const V*>(w);
 
   float ss = 0.f;
   if constexpr (CACHE) {
     // Weight vectors are loaded with x when registers allow, so the scale pass does not wait for a
     // second round trip to memory after the reduction (what bounds short rows, e.g. decode).
-    constexpr bool kPrefetchW = HAS_WEIGHT && kPerThread * VEC * sizeof(T) <= 64;
+    constexpr bool kPrefetchW = HAS_WEIGHT && kPerThread * VEC * sizeof(W) <= 64;
     V cache[kPerThread];
-    V wcache[kPrefetchW ? kPerThread : 1];
+    WV wcache[kPrefetchW ? kPerThread : 1];
     typename RowSource<T, VEC, ADD_RESIDUAL>::Raw raw[kPerThread];
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
       if (active && (kExact || c < kVecs)) {
         raw[i] = src.load(c);
-        if constexpr (kPrefetchW) wcache[i] = wr[c];
+        if constexpr (kPrefetchW) wcache[i].load(w, c);
       }
     }
 #pragma unroll
@@ -112,13 +116,13 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
         // Written out rather than through rms_norm_scale: the helper reorders this kernel's SASS
         // (QK-norm's and decode's rows), which was measured as it is.
         V out;
-        V wv;
+        WV wv;
         if constexpr (kPrefetchW) wv = wcache[i];
-        else if constexpr (HAS_WEIGHT) wv = wr[c];
+        else if constexpr (HAS_WEIGHT) wv.load(w, c);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           float f = to_float(cache[i].v[j]) * r;
-          if constexpr (HAS_WEIGHT) f *= to_float(wv.v[j]);
+          if constexpr (HAS_WEIGHT) f *= wv.template factor<GEMMA>(j);
           out.v[j] = from_float<T>(f);
         }
         yr[c] = out;
@@ -138,16 +142,23 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
     for (int c = kVecs - 1 - ((kVecs - 1 - t) % TPR + TPR) % TPR; c >= 0; c -= TPR) {
       if (!active) break;
       const V v = src.again(c);
-      V wv;
-      if constexpr (HAS_WEIGHT) wv = wr[c];
-      yr[c] = rms_norm_scale<HAS_WEIGHT>(v, wv, r);
+      WV wv;
+      if constexpr (HAS_WEIGHT) wv.load(w, c);
+      V out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float f = to_float(v.v[j]) * r;
+        if constexpr (HAS_WEIGHT) f *= wv.template factor<GEMMA>(j);
+        out.v[j] = from_float<T>(f);
+      }
+      yr[c] = out;
     }
   }
 }
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, typename W = T, bool GEMMA = false>
 __global__ void __launch_bounds__(TPR * ROWS)
-rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows, float eps) {
+rms_norm_fwd(const T* __restrict__ x, const W* __restrict__ w, T* __restrict__ y, long long rows, float eps) {
   using V = Vec<T, VEC>;
   __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
   const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
@@ -155,12 +166,12 @@ rms_norm_fwd(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y
   const bool active = row < rows;
   const long long off = (active ? row : 0) * N;
   const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + off), nullptr, nullptr};
-  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, false>(src, w, y + off, active, scratch, eps);
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, false, W, GEMMA>(src, w, y + off, active, scratch, eps);
 }
 
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE>
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, typename W = T, bool GEMMA = false>
 __global__ void __launch_bounds__(TPR * ROWS)
-fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residual_out, const T* __restrict__ w,
+fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residual_out, const W* __restrict__ w,
                        T* __restrict__ y, long long rows, float eps) {
   using V = Vec<T, VEC>;
   __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
@@ -169,7 +180,7 @@ fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residua
   const long long off = (active ? row : 0) * N;
   const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
                                     reinterpret_cast<V*>(residual_out + off)};
-  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, true>(src, w, y + off, active, scratch, eps);
+  rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, true, W, GEMMA>(src, w, y + off, active, scratch, eps);
 }
 
 }  // namespace tileops

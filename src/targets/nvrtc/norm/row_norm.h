@@ -1,5 +1,6 @@
-// Row norm forward on the nvrtc target: RMSNormFwdOp, FusedAddRMSNormFwdOp and LayerNormFwdOp. One
-// problem, one spec and one plan serve all three (src/kernels/norm/{rms,layer}_norm_fwd*.cuh).
+// Row norm forward on the nvrtc target: RMSNormFwdOp, FusedAddRMSNormFwdOp, LayerNormFwdOp and the
+// Gemma forms of the first two. One problem, one spec and one plan serve them all
+// (src/kernels/norm/{rms,layer}_norm_fwd*.cuh).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -34,6 +35,8 @@ struct RowNormProblem {
   int max_vec;          // widest access (elements) the pointers' alignment allows
   bool weight;
   bool bias = false;    // LayerNorm only
+  bool float_weight = false;  // a float32 weight beside a 16-bit row
+  bool gemma = false;         // RMSNorm rows scaled by 1 + weight
   bool operator==(const RowNormProblem& o) const;
   size_t hash() const;
 };
@@ -52,6 +55,8 @@ struct RowNormSpec {
   bool cache;         // row kept in registers between the passes (row kernels)
   bool staged;        // kStaged, or kCluster with the chunk in shared memory (bulk copies)
   bool one_pass;      // LayerNorm's staged rows: mean and variance from one pass of shifted sums
+  bool float_weight;  // the weight is float32, the row 16-bit (register and streaming rows)
+  bool gemma;         // scaled by 1 + weight (register and streaming rows)
   std::string arch;
 
   bool operator==(const RowNormSpec& o) const;

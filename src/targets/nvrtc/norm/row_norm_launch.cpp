@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "targets/nvrtc/spec_builder.h"
@@ -71,11 +72,22 @@ class RowNormKernel final : public Kernel {
 
 RowNormProblem RowNormFamily::problem(const OpCall& call) const {
   const RowNormArgs a = args(call);
-  const int max_vec = access_width({a.x.data_ptr(), a.y.data_ptr(), ptr_or_null(a.weight), ptr_or_null(a.bias),
-                                    ptr_or_null(a.residual), ptr_or_null(a.residual_out)},
-                                   static_cast<int>(a.x.element_size()));
-  return RowNormProblem{op, a.x.scalar_type(), c10::multiply_integers(a.normalized_shape), max_vec,
-                        a.weight != nullptr, a.bias != nullptr};
+  // A float32 weight beside a 16-bit row (the manifests' dtype_combos allow no other mix).
+  const bool float_weight = a.weight && a.weight->scalar_type() != a.x.scalar_type();
+  int max_vec = access_width({a.x.data_ptr(), a.y.data_ptr(), float_weight ? nullptr : ptr_or_null(a.weight),
+                              ptr_or_null(a.bias), ptr_or_null(a.residual), ptr_or_null(a.residual_out)},
+                             static_cast<int>(a.x.element_size()));
+  if (float_weight) {
+    // The kernel reads VEC float weights in pieces of up to 16 bytes: below 16-byte alignment the
+    // whole vector must fit what the weight's alignment allows.
+    const int w_vec = access_width({a.weight->data_ptr()}, static_cast<int>(a.weight->element_size()));
+    if (w_vec * a.weight->element_size() < 16) max_vec = std::min(max_vec, w_vec);
+  }
+  RowNormProblem q{op, a.x.scalar_type(), c10::multiply_integers(a.normalized_shape), max_vec, a.weight != nullptr,
+                   a.bias != nullptr};
+  q.float_weight = float_weight;
+  q.gemma = gemma;
+  return q;
 }
 
 std::shared_ptr<const Kernel> RowNormFamily::make(const RowNormSpec& s, std::vector<LoadedKernel> k,

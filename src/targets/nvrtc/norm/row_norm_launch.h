@@ -34,15 +34,18 @@ struct RowNormFamily {
   using Spec = RowNormSpec;
   RowNormOp op;
   RowNormArgsOf args;
+  bool gemma = false;  // GemmaRMSNormFwdOp, GemmaFusedAddRMSNormFwdOp: scaled by 1 + weight
 
   Problem problem(const OpCall& call) const;
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_row_norm(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const;
 };
 
-// The families of the three ops (their argument readers), as registered.
+// The families of the ops (their argument readers), as registered.
 RowNormFamily rms_norm_fwd_family();
 RowNormFamily fused_add_rms_norm_fwd_family();
 RowNormFamily layer_norm_fwd_family();
+RowNormFamily gemma_rms_norm_fwd_family();
+RowNormFamily gemma_fused_add_rms_norm_fwd_family();
 
 }  // namespace tileops::nvrtc

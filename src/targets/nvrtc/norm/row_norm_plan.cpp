@@ -56,18 +56,24 @@ RowNormSpec base_spec(const RowNormProblem& q, int vec, const DeviceFacts& dev) 
   s.rows = 1;
   s.weight = q.weight;
   s.bias = q.bias;
+  s.float_weight = q.float_weight;
+  s.gemma = q.gemma;
   s.arch = dev.arch;
   return s;
 }
 
+// The cluster and staged kernels read a weight of the row's dtype and scale by it as it is.
+bool plain_weight(const RowNormProblem& q) { return !q.float_weight && !q.gemma; }
+
 bool register_resident_applies(const RowNormQuery& r) { return row_bytes(r.q) <= kT.register_max_row_bytes; }
 bool cluster_applies(const RowNormQuery& r) {
-  if (r.q.op == RowNormOp::kLayerNorm || r.dev.cc_major < 9) return false;
+  if (r.q.op == RowNormOp::kLayerNorm || r.dev.cc_major < 9 || !plain_weight(r.q)) return false;
   RowNormSpec s = base_spec(r.q, r.vec, r.dev);
   return plan_cluster(s, r.t);
 }
 bool streaming_applies(const RowNormQuery&) { return true; }
 bool staged_applies(const RowNormQuery& r) {
+  if (!plain_weight(r.q)) return false;
   switch (r.q.op) {
     case RowNormOp::kFusedAddRmsNorm:
       return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.fused_staged_min_row_bytes, r.t);
@@ -105,20 +111,23 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 bool RowNormProblem::operator==(const RowNormProblem& o) const {
-  return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias;
+  return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias &&
+         float_weight == o.float_weight && gemma == o.gemma;
 }
 size_t RowNormProblem::hash() const {
-  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias});
+  return hash_words(
+      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma});
 }
 
 bool RowNormSpec::operator==(const RowNormSpec& o) const {
   return op == o.op && impl == o.impl && dtype == o.dtype && n == o.n && vec == o.vec && tpr == o.tpr &&
          rows == o.rows && cluster == o.cluster && weight == o.weight && bias == o.bias && cache == o.cache &&
-         staged == o.staged && one_pass == o.one_pass && arch == o.arch;
+         staged == o.staged && one_pass == o.one_pass && float_weight == o.float_weight && gemma == o.gemma &&
+         arch == o.arch;
 }
 size_t RowNormSpec::hash() const {
   return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(impl), static_cast<int64_t>(dtype), n, vec, tpr,
-                     rows, cluster, weight, bias, cache, staged, one_pass}) ^
+                     rows, cluster, weight, bias, cache, staged, one_pass, float_weight, gemma}) ^
          std::hash<std::string>()(arch);
 }
 
@@ -153,6 +162,9 @@ int staged_row_threads(int64_t vecs, int per_thread, const Tuning& t) {
 }
 
 RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  TORCH_CHECK(q.op != RowNormOp::kLayerNorm || plain_weight(q), op_name(q.op),
+              ": the LayerNorm kernels take a weight of x's dtype only");
+  TORCH_CHECK(!q.gemma || q.weight, op_name(q.op), ": the Gemma form needs a weight");
   const int vec = row_access_width(q.dtype, q.n, q.max_vec);
   RowNormSpec s = base_spec(q, vec, dev);
   s.impl = static_cast<RowNormImpl>(
@@ -190,7 +202,7 @@ std::string RowNormSpec::name() const {
   const char* kind = staged ? "_staged" : impl == RowNormImpl::kCluster ? "_cluster" : cache ? "_reg" : "_stream";
   return std::string(op_stem(op)) + "__" + short_type_name(dtype) + "__n" + std::to_string(n) + "__v" +
          std::to_string(vec) + layout + (weight ? "_w" : "_nw") + (op == RowNormOp::kLayerNorm ? (bias ? "_b" : "_nb") : "") +
-         kind + (one_pass ? "_1p" : "") + "__" + arch;
+         (float_weight ? "_wf32" : "") + (gemma ? "_gemma" : "") + kind + (one_pass ? "_1p" : "") + "__" + arch;
 }
 
 std::string RowNormSpec::template_expression() const {
@@ -204,7 +216,12 @@ std::string RowNormSpec::template_expression() const {
   }
   if (staged) return kernel + "_staged" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
   if (impl == RowNormImpl::kCluster) return kernel + "_cluster" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
-  return kernel + head + std::to_string(rows) + ", " + tf(weight) + ", " + tf(cache) + ">";
+  // The weight's type and the Gemma form are trailing template arguments, left to their defaults
+  // (the row's dtype, plain) when they are: the same-dtype kernels keep their instantiation.
+  const std::string tail = float_weight || gemma
+                               ? std::string(", ") + (float_weight ? "float" : kernel_type_name(dtype)) + ", " + tf(gemma)
+                               : "";
+  return kernel + head + std::to_string(rows) + ", " + tf(weight) + ", " + tf(cache) + tail + ">";
 }
 
 std::vector<jit::KernelSource> RowNormSpec::sources() const {
@@ -217,7 +234,8 @@ std::vector<jit::KernelSource> RowNormSpec::sources() const {
 
 std::string RowNormSpec::describe() const {
   return std::string(op_stem(op)) + "(dtype=" + short_type_name(dtype) + ", n=" + std::to_string(n) +
-         ", weight=" + (weight ? "yes" : "no") + (op == RowNormOp::kLayerNorm ? (bias ? ", bias=yes" : ", bias=no") : "") +
+         ", weight=" + (weight ? (float_weight ? "float32" : "yes") : "no") + (gemma ? ", gemma" : "") +
+         (op == RowNormOp::kLayerNorm ? (bias ? ", bias=yes" : ", bias=no") : "") +
          ", vec=" + std::to_string(vec) + ", impl=" + row_norm_impl_name(impl) + ")";
 }
 

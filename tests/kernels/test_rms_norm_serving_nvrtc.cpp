@@ -1,0 +1,100 @@
+// The serving forms of the RMSNorm rows (a float32 weight beside a 16-bit row, the Gemma 1 + w form)
+// compile with NVRTC for sm_80 and sm_90a, take only the register and streaming rows, and leave the
+// same-dtype kernels' instantiation as it was.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/norm/row_norm.h"
+#include "targets/nvrtc/nvrtc_target.h"
+
+namespace {
+
+using tileops::nvrtc::RowNormImpl;
+using tileops::nvrtc::RowNormOp;
+using tileops::nvrtc::RowNormProblem;
+using tileops::nvrtc::RowNormSpec;
+
+RowNormSpec plan(RowNormOp op, c10::ScalarType dtype, int64_t n, bool float_weight, bool gemma,
+                 const char* device = "h200", int max_vec = 16) {
+  RowNormProblem q{op, dtype, n, max_vec, true};
+  q.float_weight = float_weight;
+  q.gemma = gemma;
+  return tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts(device));
+}
+
+struct Case {
+  RowNormOp op;
+  c10::ScalarType dtype;
+  int64_t n;
+  bool float_weight, gemma;
+};
+
+class ServingRowsCompile : public ::testing::TestWithParam<std::tuple<Case, const char*>> {};
+
+TEST_P(ServingRowsCompile, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, device] = GetParam();
+  const RowNormSpec s = plan(c.op, c.dtype, c.n, c.float_weight, c.gemma, device);
+  const auto src = s.sources()[0];
+  if (c.float_weight) EXPECT_NE(src.name_expression.find(", float, "), std::string::npos) << src.name_expression;
+  EXPECT_NE(src.name_expression.find(c.gemma ? "true>" : "false>"), std::string::npos) << src.name_expression;
+  const auto cubin = tileops::jit::compile_to_cubin(src);
+  ASSERT_GT(cubin.image.size(), 4u);
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Devices, ServingRowsCompile,
+    ::testing::Combine(
+        ::testing::Values(Case{RowNormOp::kRmsNorm, c10::kBFloat16, 3584, false, true},        // Gemma, bf16 weight
+                          Case{RowNormOp::kRmsNorm, c10::kHalf, 4096, true, true},             // Gemma, f32 weight
+                          Case{RowNormOp::kFusedAddRmsNorm, c10::kBFloat16, 8192, true, false}, // f32 weight
+                          Case{RowNormOp::kFusedAddRmsNorm, c10::kBFloat16, 1 << 20, true, true},  // streaming
+                          Case{RowNormOp::kFusedAddRmsNorm, c10::kFloat, 4096, false, true},
+                          Case{RowNormOp::kRmsNorm, c10::kBFloat16, 128, true, true}),           // QK-norm shape
+        ::testing::Values("a100", "h200")));
+
+TEST(ServingRowsPlan, NeverStagedOrClustered) {
+  // Rows the plain weight sends to the staged or cluster kernels on an H200.
+  for (auto [op, n] : {std::pair{RowNormOp::kRmsNorm, int64_t{8192}}, std::pair{RowNormOp::kRmsNorm, int64_t{131072}},
+                       std::pair{RowNormOp::kFusedAddRmsNorm, int64_t{16384}}}) {
+    {
+      const RowNormSpec plain = plan(op, c10::kBFloat16, n, false, false);
+      EXPECT_TRUE(plain.impl == RowNormImpl::kStaged || plain.impl == RowNormImpl::kCluster) << n;
+      for (auto [fw, gemma] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+        const RowNormSpec s = plan(op, c10::kBFloat16, n, fw, gemma);
+        EXPECT_TRUE(s.impl == RowNormImpl::kRegisterResident || s.impl == RowNormImpl::kStreaming) << s.describe();
+        EXPECT_FALSE(s.staged);
+        EXPECT_EQ(s.cluster, 1);
+      }
+    }
+  }
+}
+
+TEST(ServingRowsPlan, NameAndIdentityCarryTheWeightForm) {
+  const RowNormSpec plain = plan(RowNormOp::kRmsNorm, c10::kBFloat16, 4096, false, false);
+  const RowNormSpec f32 = plan(RowNormOp::kRmsNorm, c10::kBFloat16, 4096, true, false);
+  const RowNormSpec gemma = plan(RowNormOp::kRmsNorm, c10::kBFloat16, 4096, false, true);
+  EXPECT_NE(f32.name().find("_wf32"), std::string::npos) << f32.name();
+  EXPECT_NE(gemma.name().find("_gemma"), std::string::npos) << gemma.name();
+  EXPECT_EQ(plain.name().find("_wf32"), std::string::npos);
+  EXPECT_FALSE(plain == f32);
+  EXPECT_FALSE(plain == gemma);
+  EXPECT_FALSE(f32 == gemma);
+  // The same-dtype kernel keeps its template arguments (its instantiation and SASS are unchanged).
+  EXPECT_EQ(plain.template_expression(), "tileops::rms_norm_fwd<tileops::bf16, 4096, 8, 128, 1, true, true>");
+  EXPECT_EQ(f32.template_expression(),
+            "tileops::rms_norm_fwd<tileops::bf16, 4096, 8, 128, 1, true, true, float, false>");
+}
+
+TEST(ServingRowsPlan, LayerNormTakesOnlyAPlainWeight) {
+  RowNormProblem q{RowNormOp::kLayerNorm, c10::kBFloat16, 4096, 16, true};
+  q.float_weight = true;
+  EXPECT_THROW(tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts("h200")), c10::Error);
+}
+
+}  // namespace
