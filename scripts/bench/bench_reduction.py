@@ -1,5 +1,8 @@
 """Reduction benchmarks on a GPU: softmax / log_softmax kernels beside torch eager (ref_api),
-torch.compile of it and a device copy of the same bytes, in one run.
+torch.compile of it and a device copy of the same bytes, in one run; then the dim reductions
+(sum ... logsumexp) on inputs of 64 MB and more over rows, columns and every dim, beside eager,
+torch.compile and a copy moving the input's bytes once (half of x read, half written: the time of
+reading x once), so copy/ours >= 0.91 means within 1.1x of one read of the input.
 A benchmark, not a test.    python3 scripts/bench/bench_reduction.py [--json out.json] [--quick]
 """
 from __future__ import annotations
@@ -47,6 +50,60 @@ def rows_for(op_class: str, quick: bool) -> list[dict]:
     return rows
 
 
+# (op stem, ref_api with dims, input dtypes): the dim reductions measured.
+REDUCE_OPS = [
+    ("sum", lambda x, d: torch.sum(x, d), None),
+    ("mean", lambda x, d: torch.mean(x, d), None),
+    ("amax", lambda x, d: torch.amax(x, d), None),
+    ("var", lambda x, d: torch.var(x, d), None),
+    ("l2_norm", lambda x, d: torch.linalg.vector_norm(x, 2, d), None),
+    ("log_sum_exp", lambda x, d: torch.logsumexp(x, d), None),
+    ("argmax", lambda x, d: torch.argmax(x, d[0] if d else None), None),
+    ("any", lambda x, d: torch.any(x, d), torch.bool),
+]
+# (layout, shape, dims): 64 MB of bfloat16; a bool x doubles the first dim to stay at 64 MB.
+REDUCE_LAYOUTS = [
+    ("rows", (8192, 4096), [1]),
+    ("columns", (8192, 4096), [0]),
+    ("middle", (64, 1024, 512), [1]),
+    ("all", (8192, 4096), None),
+]
+
+
+def reduce_rows_for(quick: bool) -> list[dict]:
+    rows = []
+    for stem, ref, fixed_dtype in REDUCE_OPS[:2] if quick else REDUCE_OPS:
+        op = getattr(torch.ops.tileops, f"reduction_{stem}_fwd")
+        for layout, shape, dims in REDUCE_LAYOUTS:
+            if stem == "argmax" and dims is not None and len(dims) != 1:
+                continue
+            if stem == "log_sum_exp" and dims is None:
+                dims_ = list(range(len(shape)))
+            else:
+                dims_ = dims
+            arg = (dims_[0] if dims_ else None) if stem == "argmax" else dims_
+            dtype = fixed_dtype or torch.bfloat16
+            if dtype.itemsize == 1:
+                shape = (2 * shape[0],) + tuple(shape[1:])
+            numel = 1
+            for d in shape:
+                numel *= d
+            bytes_per_call = numel * dtype.itemsize  # one read of x
+            n_sets = harness.n_sets_for(bytes_per_call)
+            xs = [harness.random_tensor(shape, dtype) for _ in range(n_sets)]
+            halves = [x.flatten()[: numel // 2] for x in xs]
+            sinks = [torch.empty_like(h) for h in halves]
+            compiled = torch.compile(lambda x: ref(x, dims_))
+            rows.append(harness.measure(f"{stem}-{layout}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
+                "ours": lambda i: (lambda: op(xs[i], arg)),
+                "eager": lambda i: (lambda: ref(xs[i], dims_)),
+                "compile": lambda i: (lambda: compiled(xs[i])),
+                "copy": lambda i: (lambda: sinks[i].copy_(halves[i])),
+            }))
+            del xs, halves, sinks
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -58,6 +115,9 @@ def main():
         rows = rows_for(op_class, args.quick)
         report["kernels"][op_class] = rows
         harness.print_table(op_class, rows)
+    rows = reduce_rows_for(args.quick)
+    report["kernels"]["dim reductions"] = rows
+    harness.print_table("dim reductions (copy: the input's bytes moved once)", rows)
     harness.write_json(args.json, report)
 
 

@@ -182,8 +182,35 @@ def emit_shapes_struct(op: Op, env: Env) -> list[str]:
                         if op.param(n) is None and n not in env.symbols:
                             env.symbols[n] = f"s.sym_{n}"
                             lines.append(f"  c10::SymInt sym_{n};")
+    for key in _reductions(op):
+        lines.append(f"  uint64_t {_mask_name(key)} = 0;  // bit d: dim d of '{key[0]}' is reduced")
     lines.append("};")
     return lines
+
+
+def _reductions(op: Op) -> list:
+    """The distinct (input, dim param, listed) of the op's reduced output shapes, in output order."""
+    keys = []
+    for o in op.outputs:
+        if isinstance(o.shape, exprs.Reduced):
+            key = (o.shape.input, o.shape.dim, o.shape.listed)
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _mask_name(key) -> str:
+    return f"reduce_{key[0]}_{key[1]}" + ("_listed" if key[2] else "")
+
+
+def emit_reduce_masks(op: Op) -> list[str]:
+    """The reduced dims, checked like torch's (in range, none repeated), as a bit mask per reduction."""
+    out = []
+    for key in _reductions(op):
+        t = tensor_ref(op, key[0])
+        out.append(f"s.{_mask_name(key)} = tileops::check::reduce_mask(kOp, {cpp_str(key[1])}, {t}.dim(), {key[1]}, "
+                   f"{'true' if key[2] else 'false'});")
+    return out
 
 
 def emit_where(op: Op, env: Env, names: set[str], bound_now: set[str]) -> str:
@@ -340,6 +367,7 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
             body += shape_lines
     for r in symbol_rules:
         body += emit_rule(op, env, r)
+    body += emit_reduce_masks(op)
     lines += ["  " + b for b in body]
     lines += ["  return s;", "}"]
     return lines, env
@@ -353,6 +381,11 @@ def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
     """Lines building an output's shape from the manifest, and the C++ expression for it."""
     if isinstance(o.shape, exprs.SameAs):
         return [], f"{tensor_ref(op, o.shape.input)}.sym_sizes()"
+    if isinstance(o.shape, exprs.Reduced):
+        r = o.shape
+        keep = r.keepdim or "false"
+        return ([f"const auto {var}_shape = tileops::check::reduced_shape({tensor_ref(op, r.input)}.sym_sizes(), "
+                 f"s.{_mask_name((r.input, r.dim, r.listed))}, {keep});"], f"{var}_shape")
     lines = [f"c10::SmallVector<c10::SymInt, 8> {var}_shape;"]
     for d in o.shape.dims:
         if isinstance(d, exprs.Ellipsis_):
@@ -747,6 +780,8 @@ def emit_composite_header(ops) -> str:
 
 
 def _dtype_expr(op: Op, o: Output) -> str:
+    if o.dtype.kind == "dtype_or":
+        return f"{o.dtype.ref}.value_or({tensor_ref(op, o.dtype.fallback)}.scalar_type())"
     if o.dtype.kind == "same_as" and op.input(o.dtype.ref) is None:  # a ScalarType param
         p = op.param(o.dtype.ref)
         return f"{p.name}.value()" if p.nullable else p.name

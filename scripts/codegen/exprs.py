@@ -1,6 +1,7 @@
 """Small expression language of manifests: shape specs, shape rules and roofline formulas.
 
   shape  := 'same_as(' NAME ')' | '[' dim (',' dim)* ']' | '[]'
+          | ('reduce' | 'reduce_listed') '(' NAME ',' NAME [',' NAME] ')'
   dim    := '...' | '*' NAME | expr
   rule   := expr CMP expr            CMP in == != <= >= < >
   expr   := term (('+'|'-') term)*
@@ -71,6 +72,17 @@ class ShapeList:
 @dataclass(frozen=True)
 class SameAs:
     input: str
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """The shape of `input` with the dims named by param `dim` removed (kept as 1 when the bool param
+    `keepdim` is true). `dim` None reduces every dim; an empty list does too, unless `listed` (then
+    it reduces none, as torch.all/any do)."""
+    input: str
+    dim: str
+    keepdim: str | None
+    listed: bool = False
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]]))")
@@ -168,6 +180,11 @@ def parse_shape(text: str):
     m = re.fullmatch(r"same_as\(\s*([A-Za-z_]\w*)\s*\)", text)
     if m:
         return SameAs(m.group(1))
+    m = re.fullmatch(r"(reduce|reduce_listed)\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*(?:,\s*([A-Za-z_]\w*)\s*)?\)", text)
+    if m:
+        return Reduced(m.group(2), m.group(3), m.group(4), m.group(1) == "reduce_listed")
+    if text.startswith("reduce"):
+        raise ExprError(f"a reduced shape is reduce(<input>, <dim param>[, <keepdim param>]) or reduce_listed(...): '{text}'")
     p = _Parser(text)
     p.take("[")
     dims = []
@@ -238,4 +255,7 @@ def render(node) -> str:
         return "[" + ", ".join(render(d) for d in node.dims) + "]"
     if isinstance(node, SameAs):
         return f"same_as({node.input})"
+    if isinstance(node, Reduced):
+        args = ", ".join([node.input, node.dim] + ([node.keepdim] if node.keepdim else []))
+        return f"{'reduce_listed' if node.listed else 'reduce'}({args})"
     raise TypeError(node)

@@ -50,9 +50,10 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class DTypeRule:
-    kind: str  # 'union' | 'same_as' | 'promote_int_to_float'
+    kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or'
     names: tuple = ()  # for 'union'
-    ref: str | None = None  # for 'same_as' / 'promote_int_to_float'
+    ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param of 'dtype_or'
+    fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None
     text: str = ""
 
 
@@ -249,6 +250,12 @@ def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str) 
             ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{m.group(2)}'; "
                            f"known inputs before it: {', '.join(known_inputs) or '(none)'}")
         return DTypeRule(m.group(1), ref=m.group(2), text=t)
+    m = re.fullmatch(r"dtype_or\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)", t)
+    if m:
+        if m.group(1) not in known_inputs or m.group(2) not in known_inputs:
+            ctx.fail(line, f"{what}: dtype '{t}' takes a ScalarType? param and an input; "
+                           f"known: {', '.join(known_inputs) or '(none)'}")
+        return DTypeRule("dtype_or", ref=m.group(1), fallback=m.group(2), text=t)
     names = tuple(n.strip() for n in t.split("|"))
     for n in names:
         if n not in DTYPES:
@@ -407,10 +414,12 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         new_name(name, line, "input")
         ctx.keys(spec, INPUT_KEYS, f"input '{name}'", required=("dtype", "shape"))
         dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), [i.name for i in inputs], f"input '{name}'")
-        if dtype.kind == "promote_int_to_float":
-            ctx.fail(spec.line_of("dtype"), f"input '{name}': promote_int_to_float() gives an output's dtype; "
+        if dtype.kind in ("promote_int_to_float", "dtype_or"):
+            ctx.fail(spec.line_of("dtype"), f"input '{name}': {dtype.kind}() gives an output's dtype; "
                                             "an input takes a union or same_as()")
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
+        if isinstance(shape, exprs.Reduced):
+            ctx.fail(spec.line_of("shape"), f"input '{name}': a reduced shape describes outputs")
         if isinstance(shape, exprs.SameAs) and shape.input not in [i.name for i in inputs]:
             ctx.fail(spec.line_of("shape"), f"input '{name}': shape same_as({shape.input}) must name an earlier input")
         optional = spec.get("optional", False)
@@ -437,6 +446,13 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"output '{name}'")
         if isinstance(shape, exprs.SameAs) and shape.input not in input_names:
             ctx.fail(spec.line_of("shape"), f"output '{name}': shape same_as({shape.input}) names no input")
+        if isinstance(shape, exprs.Reduced):
+            _check_reduced(ctx, spec.line_of("shape"), name, shape, input_names, params)
+        if dtype.kind == "dtype_or":
+            p = next((p for p in params if p.name == dtype.ref), None)
+            if p is None or p.type != "ScalarType" or not p.nullable or dtype.fallback not in input_names:
+                ctx.fail(spec.line_of("dtype"), f"output '{name}': dtype_or(<param>, <input>) takes a ScalarType? "
+                                                f"param and a tensor input, got '{dtype.text}'")
         buffer = spec.get("buffer")
         if buffer not in (None, "out"):
             ctx.fail(spec.line_of("buffer"), f"output '{name}': buffer must be 'out' (the caller may pass it)")
@@ -528,6 +544,20 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
               getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line)
+
+
+def _check_reduced(ctx, line, name, shape, input_names, params):
+    by_name = {p.name: p for p in params}
+    if shape.input not in input_names:
+        ctx.fail(line, f"output '{name}': {exprs.render(shape)} names no input '{shape.input}'")
+    d = by_name.get(shape.dim)
+    if d is None or d.type not in ("int", "int[]"):
+        ctx.fail(line, f"output '{name}': {exprs.render(shape)}: '{shape.dim}' must be an int, int?, int[] or int[]? "
+                       "param naming the reduced dims")
+    if shape.keepdim is not None:
+        k = by_name.get(shape.keepdim)
+        if k is None or k.type != "bool" or k.nullable:
+            ctx.fail(line, f"output '{name}': {exprs.render(shape)}: '{shape.keepdim}' must be a bool param")
 
 
 def _check_names(ctx, node, line, scalars, lists, tensors, what):

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <exception>
 #include <new>
 #include <string>
@@ -65,6 +66,53 @@ int64_t checked_bytes(c10::SymIntArrayRef dims, int64_t elem) {
 }
 
 }  // namespace
+
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, std::optional<c10::IntArrayRef> dims, bool listed) {
+  TORCH_CHECK_INDEX(ndim <= 64, op, ": '", arg, "' reduces a tensor of ", ndim, " dims; at most 64 are supported");
+  const uint64_t all = ndim == 64 ? ~uint64_t{0} : (uint64_t{1} << ndim) - 1;
+  if (!dims.has_value() || (dims->empty() && !listed)) return all;
+  const int64_t range = std::max<int64_t>(ndim, 1);  // a 0-dim tensor takes dim 0 or -1, as in torch
+  uint64_t mask = 0;
+  for (int64_t d : *dims) {
+    TORCH_CHECK_INDEX(d >= -range && d < range, op, ": '", arg, "' dim ", d, " is out of range [", -range, ", ",
+                      range - 1, "] for a tensor of ", ndim, " dims");
+    const int64_t w = d < 0 ? d + range : d;
+    const uint64_t bit = ndim == 0 ? 0 : uint64_t{1} << w;
+    TORCH_CHECK_VALUE(ndim == 0 || !(mask & bit), op, ": '", arg, "' names dim ", w, " more than once");
+    mask |= bit;
+  }
+  return mask;
+}
+
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, int64_t dim, bool listed) {
+  return reduce_mask(op, arg, ndim, std::optional<c10::IntArrayRef>(c10::IntArrayRef(dim)), listed);
+}
+
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, std::optional<int64_t> dim, bool listed) {
+  if (!dim.has_value()) return reduce_mask(op, arg, ndim, std::optional<c10::IntArrayRef>(), listed);
+  return reduce_mask(op, arg, ndim, *dim, listed);
+}
+
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, c10::SymIntArrayRef dims, bool listed) {
+  // Dims are graph constants; a trace under dynamic shapes may still hand them over as symbols.
+  c10::SmallVector<int64_t, 8> ints;
+  for (const c10::SymInt& d : dims) ints.push_back(d.guard_int(__FILE__, __LINE__));
+  return reduce_mask(op, arg, ndim, std::optional<c10::IntArrayRef>(c10::IntArrayRef(ints)), listed);
+}
+
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, at::OptionalSymIntArrayRef dims, bool listed) {
+  if (!dims.has_value()) return reduce_mask(op, arg, ndim, std::optional<c10::IntArrayRef>(), listed);
+  return reduce_mask(op, arg, ndim, *dims, listed);
+}
+
+c10::SmallVector<c10::SymInt, 8> reduced_shape(c10::SymIntArrayRef sizes, uint64_t mask, bool keepdim) {
+  c10::SmallVector<c10::SymInt, 8> out;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (!(mask >> d & 1)) out.push_back(sizes[d]);
+    else if (keepdim) out.push_back(c10::SymInt(1));
+  }
+  return out;
+}
 
 c10::SymInt sym_prod(c10::SymIntArrayRef dims) {
   c10::SymInt p = 1;

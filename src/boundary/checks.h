@@ -7,6 +7,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymInt.h>
 #include <c10/core/SymIntArrayRef.h>
+#include <c10/util/OptionalArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <initializer_list>
 #include <optional>
@@ -34,6 +36,17 @@ c10::ScalarType promote_int_to_float(c10::ScalarType t);
 
 std::string describe(const char* name, c10::SymIntArrayRef dims);
 std::string describe(const char* name, const c10::SymInt& v);
+
+// The dims of a tensor of rank `ndim` that `dims` reduces, as a bit mask (bit d: dim d), checked like
+// torch's: each in [-max(ndim, 1), max(ndim, 1)) (an IndexError otherwise) and none named twice. None
+// reduces every dim; so does an empty list unless `listed` (torch.all/any: then none).
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, std::optional<c10::IntArrayRef> dims, bool listed);
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, int64_t dim, bool listed);
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, std::optional<int64_t> dim, bool listed);
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, c10::SymIntArrayRef dims, bool listed);
+uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, at::OptionalSymIntArrayRef dims, bool listed);
+// `sizes` without the dims in `mask`, or with them as 1 when keepdim.
+c10::SmallVector<c10::SymInt, 8> reduced_shape(c10::SymIntArrayRef sizes, uint64_t mask, bool keepdim);
 
 void require_strided(const char* op, const char* arg, const at::Tensor& t);
 void require_dtype(const char* op, const char* arg, const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed,

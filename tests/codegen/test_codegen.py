@@ -255,3 +255,54 @@ def test_aliasing_an_input_through_a_same_as_chain_is_fine():
     text = text.replace("shape: same_as(x)}\n", "shape: same_as(x), aliases: r}\n")
     (op,) = build_ops([parse_text(text, "manifests/t.yaml")])
     assert op.outputs[0].aliases == "r"
+
+
+# ---- reduce() shapes and dtype_or -------------------------------------------------------------------
+
+REDUCE = """
+ROp:
+  family: fam
+  ref_api: torch.sum
+  status: implemented
+  signature:
+    inputs:
+      x: {dtype: float16 | float32, shape: "[...]"}
+    outputs:
+      y: {dtype: "dtype_or(dtype, x)", shape: "reduce(x, dim, keepdim)"}
+    params:
+      dim: {type: "int[]?", default: null}
+      keepdim: {type: bool, default: false}
+      dtype: {type: "ScalarType?", default: null}
+"""
+
+
+def test_reduced_shape_and_dtype_or_emit_a_checked_mask():
+    (op,) = build_ops([parse_text(REDUCE, "manifests/t.yaml")])
+    assert emit_cpp.schema(op, op.branches[0]) == (
+        "fam_r(Tensor x, SymInt[]? dim=None, bool keepdim=False, ScalarType? dtype=None, *, str? target=None) -> Tensor")
+    check = "\n".join(emit_cpp.emit_check_fn(op)[0])
+    assert 's.reduce_x_dim = tileops::check::reduce_mask(kOp, "dim", x.dim(), dim, false);' in check
+    lines, shape = emit_cpp.emit_shape(op, None, op.outputs[0], "o")
+    assert lines == ["const auto o_shape = tileops::check::reduced_shape(x.sym_sizes(), s.reduce_x_dim, keepdim);"]
+    assert emit_cpp._dtype_expr(op, op.outputs[0]) == "dtype.value_or(x.scalar_type())"
+    listed = REDUCE.replace('"reduce(x, dim, keepdim)"', '"reduce_listed(x, dim)"')
+    (op,) = build_ops([parse_text(listed, "manifests/t.yaml")])
+    assert "reduce_mask(kOp, \"dim\", x.dim(), dim, true)" in "\n".join(emit_cpp.emit_check_fn(op)[0])
+    assert "s.reduce_x_dim_listed, false)" in emit_cpp.emit_shape(op, None, op.outputs[0], "o")[0][0]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (('"reduce(x, dim, keepdim)"', '"reduce(z, dim, keepdim)"'), "output 'y': reduce(z, dim, keepdim) names no input 'z'"),
+    (('"reduce(x, dim, keepdim)"', '"reduce(x, keepdim, keepdim)"'),
+     "'keepdim' must be an int, int?, int[] or int[]? param naming the reduced dims"),
+    (('"reduce(x, dim, keepdim)"', '"reduce(x, dim, dim)"'), "'dim' must be a bool param"),
+    (('"reduce(x, dim, keepdim)"', '"reduce(x)"'), "a reduced shape is reduce(<input>, <dim param>"),
+    (('shape: "[...]"}', 'shape: "reduce(x, dim)"}'), "input 'x': a reduced shape describes outputs"),
+    (('"dtype_or(dtype, x)"', '"dtype_or(dtype, dtype)"'),
+     "dtype_or(<param>, <input>) takes a ScalarType? param and a tensor input, got 'dtype_or(dtype, dtype)'"),
+    (('"dtype_or(dtype, x)"', '"dtype_or(dtype, w)"'), "dtype 'dtype_or(dtype, w)' takes a ScalarType? param and an input"),
+])
+def test_bad_reduce_shapes_and_dtype_or_are_refused_clearly(edit, message):
+    old, new = edit
+    assert old in REDUCE
+    assert message in error_of(REDUCE.replace(old, new, 1))

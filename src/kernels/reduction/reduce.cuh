@@ -1,0 +1,322 @@
+// The reduction engine: x (contiguous) seen as [M, N, I] (outer, reduced, inner), y[m, i] = the
+// reduction of x[m, :, i], in float32, written once in y's type (torch's reductions with dtype=None,
+// or with dtype= when C differs from T: each element is first rounded to C).
+//
+// Kernels (the host side, src/targets/nvrtc/reduction/reduce_plan.cpp, picks one and its template
+// arguments; it requires N % VEC == 0 and VEC-aligned pointers for rows, I % VEC == 0 for columns):
+//  - reduce_rows (I == 1): TPR threads a row, ROWS rows a CTA; thread t reads vectors t, t + TPR, ...
+//    SPLIT: the `splits` CTAs of a row each reduce a chunk into a partial state in `ws`.
+//  - reduce_cols (I > 1): a warp's lanes own VEC adjacent columns each; the CTA's TY warps stride
+//    over n and meet in shared memory. SPLIT: each CTA covers a chunk of n, into `ws`.
+//  - reduce_finish: merges the partial states of each output (the second pass).
+// Ops (kReduce*, the same ids as ReduceOp in src/targets/nvrtc/reduction/reduce.h) differ only in their
+// state, how an element joins it, how two states merge and what is written.
+#pragma once
+#include "common/dtypes.cuh"
+#include "common/reduce.cuh"
+
+namespace tileops {
+
+enum : int {
+  kReduceSum = 0, kReduceMean = 1, kReduceAmax = 2, kReduceAmin = 3, kReduceProd = 4, kReduceVar = 5,
+  kReduceStd = 6, kReduceVarMean = 7, kReduceArgmax = 8, kReduceArgmin = 9, kReduceAll = 10, kReduceAny = 11,
+  kReduceCountNonzero = 12, kReduceL1 = 13, kReduceL2 = 14, kReduceInf = 15, kReduceLogSumExp = 16,
+};
+
+namespace reduce_detail {
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+// max / min keeping a NaN (torch.amax/amin propagate it; fmaxf would drop it).
+__device__ __forceinline__ float max_nan(float a, float b) { return (is_nan(a) || a > b) ? a : b; }
+__device__ __forceinline__ float min_nan(float a, float b) { return (is_nan(a) || a < b) ? a : b; }
+
+template <typename T> __device__ __forceinline__ void store(T* p, float v) { *p = from_float<T>(v); }
+template <> __device__ __forceinline__ void store<long long>(long long* p, float v) { *p = static_cast<long long>(v); }
+template <> __device__ __forceinline__ void store<bool>(bool* p, float v) { *p = v != 0.f; }
+
+// The running state of one output per op, and its rules:
+//   init()                 the state of no element
+//   add(s, v, idx)         one element v (float32) at index idx along the reduced extent
+//   merge(a, b)            two states of disjoint parts (commutative: ties resolved by index)
+//   write(s, n, corr, y, y2)  the result of n elements into the output(s)
+template <int OP> struct Reducer;
+
+template <int OP> struct SumLike {  // sum, mean, L1, L2, prod
+  struct State { float v; };
+  static __device__ __forceinline__ State init() { return {OP == kReduceProd ? 1.f : 0.f}; }
+  static __device__ __forceinline__ State add(State s, float v, long long) {
+    if constexpr (OP == kReduceProd) return {s.v * v};
+    if constexpr (OP == kReduceL1) return {s.v + fabsf(v)};
+    if constexpr (OP == kReduceL2) return {fmaf(v, v, s.v)};
+    return {s.v + v};
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    return {OP == kReduceProd ? a.v * b.v : a.v + b.v};
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long n, float, Y* y, Y2*) {
+    float r = s.v;
+    if constexpr (OP == kReduceMean) r = s.v / static_cast<float>(n);  // n == 0: NaN, as torch
+    if constexpr (OP == kReduceL2) r = sqrtf(s.v);
+    store(y, r);
+  }
+};
+template <> struct Reducer<kReduceSum> : SumLike<kReduceSum> {};
+template <> struct Reducer<kReduceMean> : SumLike<kReduceMean> {};
+template <> struct Reducer<kReduceProd> : SumLike<kReduceProd> {};
+template <> struct Reducer<kReduceL1> : SumLike<kReduceL1> {};
+template <> struct Reducer<kReduceL2> : SumLike<kReduceL2> {};
+
+template <int OP> struct ExtremeLike {  // amax, amin, inf-norm: a NaN wins
+  struct State { float v; };
+  static __device__ __forceinline__ State init() { return {OP == kReduceAmin ? pos_inf() : neg_inf()}; }
+  static __device__ __forceinline__ State add(State s, float v, long long) {
+    if constexpr (OP == kReduceAmin) return {min_nan(v, s.v)};
+    if constexpr (OP == kReduceInf) return {max_nan(fabsf(v), s.v)};
+    return {max_nan(v, s.v)};
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    return {OP == kReduceAmin ? min_nan(a.v, b.v) : max_nan(a.v, b.v)};
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) { store(y, s.v); }
+};
+template <> struct Reducer<kReduceAmax> : ExtremeLike<kReduceAmax> {};
+template <> struct Reducer<kReduceAmin> : ExtremeLike<kReduceAmin> {};
+template <> struct Reducer<kReduceInf> : ExtremeLike<kReduceInf> {};
+
+// argmax / argmin: the first extreme; a NaN counts as the extreme (the first NaN wins), as torch.
+template <int OP> struct ArgLike {
+  struct State { float v; int pad; long long i; };  // i < 0: no element yet
+  static __device__ __forceinline__ bool beats(float a, float b) {
+    if (is_nan(b)) return false;
+    if (is_nan(a)) return true;
+    return OP == kReduceArgmax ? a > b : a < b;
+  }
+  static __device__ __forceinline__ State init() { return {0.f, 0, -1}; }
+  static __device__ __forceinline__ State add(State s, float v, long long idx) {
+    return (s.i < 0 || beats(v, s.v)) ? State{v, 0, idx} : s;  // indices arrive in increasing order
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    if (beats(a.v, b.v)) return a;
+    if (beats(b.v, a.v)) return b;
+    return a.i < b.i ? a : b;
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) { *y = s.i; }
+};
+template <> struct Reducer<kReduceArgmax> : ArgLike<kReduceArgmax> {};
+template <> struct Reducer<kReduceArgmin> : ArgLike<kReduceArgmin> {};
+
+template <int OP> struct LogicLike {  // all, any, count_nonzero (NaN is nonzero)
+  struct State { long long c; };
+  static __device__ __forceinline__ State init() { return {OP == kReduceAll ? 1 : 0}; }
+  static __device__ __forceinline__ State add(State s, float v, long long) {
+    if constexpr (OP == kReduceAll) return {s.c & (v != 0.f)};
+    if constexpr (OP == kReduceAny) return {s.c | (v != 0.f)};
+    return {s.c + (v != 0.f)};
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    if constexpr (OP == kReduceAll) return {a.c & b.c};
+    if constexpr (OP == kReduceAny) return {a.c | b.c};
+    return {a.c + b.c};
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) {
+    if constexpr (OP == kReduceCountNonzero) *y = s.c;
+    else *y = s.c != 0;
+  }
+};
+template <> struct Reducer<kReduceAll> : LogicLike<kReduceAll> {};
+template <> struct Reducer<kReduceAny> : LogicLike<kReduceAny> {};
+template <> struct Reducer<kReduceCountNonzero> : LogicLike<kReduceCountNonzero> {};
+
+// var, std, var_mean: Welford (count, mean, sum of squared deviations), merged by Chan's rule.
+template <int OP> struct MomentLike {
+  struct State { float n, mean, m2; };
+  static __device__ __forceinline__ State init() { return {0.f, 0.f, 0.f}; }
+  static __device__ __forceinline__ State add(State s, float v, long long) {
+    const float n = s.n + 1.f, d = v - s.mean, mean = s.mean + d / n;
+    return {n, mean, fmaf(d, v - mean, s.m2)};
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    const float n = a.n + b.n;
+    if (n == 0.f) return a;
+    const float d = b.mean - a.mean, fb = b.n / n;
+    return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long n, float corr, Y* y, Y2* y2) {
+    // torch divides by max(0, N - correction): 0 gives inf, or NaN when m2 is 0 too.
+    const float dof = fmaxf(static_cast<float>(n) - corr, 0.f);
+    const float var = s.m2 / dof;
+    store(y, OP == kReduceStd ? sqrtf(var) : var);
+    if constexpr (OP == kReduceVarMean) store(y2, n == 0 ? __int_as_float(0x7fc00000) : s.mean);
+  }
+};
+template <> struct Reducer<kReduceVar> : MomentLike<kReduceVar> {};
+template <> struct Reducer<kReduceStd> : MomentLike<kReduceStd> {};
+template <> struct Reducer<kReduceVarMean> : MomentLike<kReduceVarMean> {};
+
+// logsumexp: a running (max, sum of exp(x - max)). -inf elements add nothing; an inf gives inf.
+template <> struct Reducer<kReduceLogSumExp> {
+  struct State { float m, s; };
+  static __device__ __forceinline__ State init() { return {neg_inf(), 0.f}; }
+  static __device__ __forceinline__ State add(State s, float v, long long) {
+    if (v == neg_inf()) return s;
+    if (v > s.m) return {v, fmaf(s.s, expf(s.m - v), 1.f)};
+    return {s.m, s.s + expf(v - s.m)};  // NaN v: s becomes NaN
+  }
+  static __device__ __forceinline__ State merge(State a, State b) {
+    if (b.m == neg_inf() && !is_nan(b.s)) return a;
+    if (a.m == neg_inf() && !is_nan(a.s)) return b;
+    const float m = fmaxf(a.m, b.m);
+    if (m == pos_inf()) return {m, a.s + b.s};  // exp(inf - inf) would be NaN
+    return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+  }
+  template <typename Y, typename Y2>
+  static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) {
+    store(y, (s.m == pos_inf() && !is_nan(s.s)) ? s.m : s.m + logf(s.s));
+  }
+};
+
+// An element as the reduction sees it: T widened to float, first rounded to C when C is not T.
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+
+template <typename T, typename C>
+__device__ __forceinline__ float element(T v) {
+  if constexpr (same_type<T, C>::value) return to_float(v);
+  else return to_float(from_float<C>(to_float(v)));
+}
+
+}  // namespace reduce_detail
+
+// I == 1: row m of x is x[m*N, (m+1)*N). grid: ceil(M / ROWS) * splits CTAs of TPR * ROWS threads.
+// SPLIT: CTA (g, s) of `splits` covers vectors [s*chunk, (s+1)*chunk) of its row into ws[m*splits + s].
+template <typename T, typename C, typename Y, typename Y2, int OP, int VEC, int TPR, int ROWS, bool SPLIT>
+__global__ void __launch_bounds__(TPR * ROWS) reduce_rows(const T* __restrict__ x, Y* __restrict__ y,
+                                                          Y2* __restrict__ y2, void* __restrict__ ws, long long M,
+                                                          long long N, int splits, float corr) {
+  using R = reduce_detail::Reducer<OP>;
+  using S = typename R::State;
+  __shared__ S scratch[ROWS][TPR > 32 ? TPR / 32 : 1];
+  const int t = threadIdx.x % TPR, r = threadIdx.x / TPR;
+  const long long group = SPLIT ? blockIdx.x / splits : blockIdx.x;
+  const int split = SPLIT ? blockIdx.x % splits : 0;
+  const long long m = group * ROWS + r;
+  const long long vecs = N / VEC;
+  const long long chunk = SPLIT ? (vecs + splits - 1) / splits : vecs;
+  const long long begin = split * chunk;
+  const long long end = begin + chunk < vecs ? begin + chunk : vecs;
+  S s = R::init();
+  if (m < M) {
+    const Vec<T, VEC>* row = reinterpret_cast<const Vec<T, VEC>*>(x + m * N);
+    long long k = begin + t;
+    // Four loads in flight a thread before any is used.
+    for (; k + 3 * TPR < end; k += 4 * TPR) {
+      Vec<T, VEC> v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) v[u] = row[k + u * TPR];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          s = R::add(s, reduce_detail::element<T, C>(v[u].v[e]), (k + u * TPR) * VEC + e);
+    }
+    for (; k < end; k += TPR) {
+      const Vec<T, VEC> v = row[k];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s = R::add(s, reduce_detail::element<T, C>(v.v[e]), k * VEC + e);
+    }
+  }
+  s = group_reduce<TPR>(s, scratch[r], [](const S& a, const S& b) { return R::merge(a, b); });
+  if (t == 0 && m < M) {
+    if constexpr (SPLIT) reinterpret_cast<S*>(ws)[m * splits + split] = s;
+    else R::write(s, N, corr, y + m, y2 + m);
+  }
+}
+
+// I > 1: y[m, i] reduces x[m, :, i]. A CTA is TY warps; lane l owns columns c0 + l*VEC .. +VEC of
+// one 32*VEC-column block. grid: xblocks * mblocks * splits (1-D; m strides by mblocks).
+template <typename T, typename C, typename Y, typename Y2, int OP, int VEC, int TY, bool SPLIT>
+__global__ void __launch_bounds__(32 * TY) reduce_cols(const T* __restrict__ x, Y* __restrict__ y,
+                                                       Y2* __restrict__ y2, void* __restrict__ ws, long long M,
+                                                       long long N, long long I, long long mblocks, int splits,
+                                                       float corr) {
+  using R = reduce_detail::Reducer<OP>;
+  using S = typename R::State;
+  __shared__ S part[TY][32 * VEC];
+  const long long xblocks = (I / VEC + 31) / 32;
+  const long long b = blockIdx.x;
+  const long long xb = b % xblocks, mb = (b / xblocks) % mblocks;
+  const int split = SPLIT ? static_cast<int>(b / (xblocks * mblocks)) : 0;
+  const int lane = threadIdx.x % 32, ty = threadIdx.x / 32;
+  const long long col = (xb * 32 + lane) * VEC;
+  const long long chunk = SPLIT ? (N + splits - 1) / splits : N;
+  const long long n0 = split * chunk;
+  const long long n1 = n0 + chunk < N ? n0 + chunk : N;
+  for (long long m = mb; m < M; m += mblocks) {
+    S s[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s[e] = R::init();
+    if (col < I) {
+      const T* base = x + m * N * I + col;
+      long long n = n0 + ty;
+      for (; n + 3 * TY < n1; n += 4 * TY) {  // four loads in flight a thread
+        Vec<T, VEC> v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + (n + u * TY) * I);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) s[e] = R::add(s[e], reduce_detail::element<T, C>(v[u].v[e]), n + u * TY);
+      }
+      for (; n < n1; n += TY) {
+        const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(base + n * I);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) s[e] = R::add(s[e], reduce_detail::element<T, C>(v.v[e]), n);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) part[ty][lane * VEC + e] = s[e];
+    __syncthreads();
+    // Warp 0 merges the TY partials of each column in warp order (ascending n chunks per warp are
+    // interleaved, so argmax ties fall back to the index in merge()).
+    if (ty == 0 && col < I) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        S acc = part[0][lane * VEC + e];
+        for (int w = 1; w < TY; ++w) acc = R::merge(acc, part[w][lane * VEC + e]);
+        const long long o = m * I + col + e;
+        if constexpr (SPLIT) reinterpret_cast<S*>(ws)[o * splits + split] = acc;
+        else R::write(acc, N, corr, y + o, y2 + o);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// The second pass of a split reduction: a warp per output; lanes stride over its `splits` partial
+// states, then merge across the warp (merges are commutative: argmax ties go to the lower index).
+template <typename Y, typename Y2, int OP>
+__global__ void __launch_bounds__(256) reduce_finish(const void* __restrict__ ws, Y* __restrict__ y,
+                                                     Y2* __restrict__ y2, long long outputs, long long N, int splits,
+                                                     float corr) {
+  using R = reduce_detail::Reducer<OP>;
+  using S = typename R::State;
+  const long long o = static_cast<long long>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (o >= outputs) return;  // whole warps leave together
+  const S* p = reinterpret_cast<const S*>(ws) + o * splits;
+  S acc = R::init();
+  for (int k = lane; k < splits; k += 32) acc = R::merge(acc, p[k]);
+  acc = group_reduce<32>(acc, static_cast<S*>(nullptr), [](const S& a, const S& b) { return R::merge(a, b); });
+  if (lane == 0) R::write(acc, N, corr, y + o, y2 + o);
+}
+
+}  // namespace tileops

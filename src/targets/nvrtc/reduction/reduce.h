@@ -1,0 +1,91 @@
+// The dim reductions on the nvrtc target (SumFwdOp ... LogSumExpFwdOp): one engine
+// (src/kernels/reduction/reduce.cuh). A call's x is seen as [M, N, I] (outer, reduced, inner) after
+// size-1 dims are dropped and neighbouring dims of one kind merged; a reduction that is not one
+// block of dims between kept ones (e.g. dims 0 and 2 of a 3-d x) is gathered first, reduced dims last.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/tuning.h"
+
+namespace tileops::nvrtc {
+
+// Same ids as kReduce* in src/kernels/reduction/reduce.cuh.
+enum class ReduceOp : int {
+  Sum = 0, Mean = 1, Amax = 2, Amin = 3, Prod = 4, Var = 5, Std = 6, VarMean = 7, Argmax = 8, Argmin = 9,
+  All = 10, Any = 11, CountNonzero = 12, L1 = 13, L2 = 14, Inf = 15, LogSumExp = 16,
+};
+const char* reduce_op_name(ReduceOp op);
+// Bytes of the op's partial state in a split's workspace (reduce.cuh's Reducer<OP>::State).
+int reduce_state_bytes(ReduceOp op);
+
+enum class ReduceImpl : int {
+  kRows = 0,  // I == 1: a warp slice, a warp or a CTA a row (by N)
+  kCols = 1,  // I > 1: warps stride over n, lanes own adjacent columns
+};
+
+// The thresholds of the reduction plans: first values from the bandwidth arithmetic (enough bytes in
+// flight an SM), to be replaced by measurements (scripts/bench/bench_reduction.py).
+struct ReduceTable {
+  int vecs_per_thread = 4;    // loads a thread keeps in flight before a row takes more threads
+  int cta_threads = 256;
+  int max_tpr = 1024;
+  int cols_warps = 8;         // warps of a column CTA (they stride over n)
+  int fill_ctas_per_sm = 8;   // fewer CTAs than this per SM: split the reduced extent (second pass)
+  int min_split_vecs = 4;     // vectors a thread at least, per split
+  int max_splits = 4096;
+};
+constexpr ReduceTable kReduceTable{};
+
+// [M, N, I] of a contiguous x and the reduced dims' bit mask; gather: the reduced dims are not one
+// block, so x is first permuted (kept dims, then reduced dims) and copied, giving [M, N, 1].
+struct ReduceGeometry {
+  int64_t M = 1, N = 1, I = 1;
+  bool gather = false;
+};
+ReduceGeometry reduce_geometry(c10::IntArrayRef sizes, uint64_t mask);
+
+struct ReduceProblem {
+  ReduceOp op;
+  c10::ScalarType x_dtype;
+  c10::ScalarType c_dtype;  // elements are rounded to it first (dtype=), else x_dtype
+  c10::ScalarType y_dtype;
+  int64_t M, N, I;
+  int max_vec;  // widest access (elements) x's alignment allows
+  bool operator==(const ReduceProblem& o) const;
+  size_t hash() const;
+};
+
+struct ReduceSpec {
+  ReduceImpl impl;
+  ReduceOp op;
+  c10::ScalarType x_dtype, c_dtype, y_dtype;
+  int vec;     // elements an access (along n for rows, along i for columns)
+  int tpr;     // kRows: threads a row (power of two)
+  int rows;    // kRows: rows a CTA
+  int warps;   // kCols: warps a CTA
+  bool split;  // a second pass merges `splits` partial states an output (splits is a launch argument)
+  std::string arch;
+
+  bool operator==(const ReduceSpec& o) const;
+  size_t hash() const;
+  int threads() const { return impl == ReduceImpl::kRows ? tpr * rows : 32 * warps; }
+  std::string name() const;
+  // The pass over x, then (split) reduce_finish.
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+
+ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t = {});
+// CTAs a row (kRows) or a column block (kCols) shares its reduced extent among; 1: no second pass.
+// A pure function of the problem, so the launch recomputes it from the call.
+int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev);
+
+}  // namespace tileops::nvrtc
