@@ -70,13 +70,11 @@ struct ActivationFamily {
                                                                                                        : fixed_act;
     const int vec = gated ? activation_vec(x.scalar_type(), x.size(-1) / 2, {x.const_data_ptr(), y.const_data_ptr()})
                           : unary_vec(x.scalar_type(), y.scalar_type(), x.const_data_ptr(), y.const_data_ptr());
-    return ActivationSpec{x.scalar_type(), act, gated, vec,
-                          y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type()};
+    return ActivationProblem{x.scalar_type(), act, gated, vec,
+                             y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type()};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
-    Spec s = q;
-    s.arch = dev.arch;
-    return s;
+    return Spec{q.dtype, q.act, q.gated, q.vec, q.out_dtype, dev.arch};
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     const int per_sm = tuning().act_ctas_per_sm;
@@ -121,6 +119,9 @@ int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, c
 bool ActivationSpec::operator==(const ActivationSpec& o) const {
   return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
          arch == o.arch;
+}
+size_t ActivationProblem::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec, static_cast<int64_t>(out_dtype)});
 }
 size_t ActivationSpec::hash() const {
   return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec,

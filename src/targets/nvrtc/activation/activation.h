@@ -34,8 +34,18 @@ struct ActivationSpec {
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
-// What a call asks for: the spec without the device.
-using ActivationProblem = ActivationSpec;
+// What a call asks for: the spec without the device. Read on every call: integers only.
+struct ActivationProblem {
+  c10::ScalarType dtype;
+  Act act;
+  bool gated;
+  int vec;
+  c10::ScalarType out_dtype = c10::ScalarType::Undefined;
+  bool operator==(const ActivationProblem& o) const {
+    return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype;
+  }
+  size_t hash() const;
+};
 
 constexpr int kActivationThreads = 256;
 constexpr int kActivationUnroll = 4;
