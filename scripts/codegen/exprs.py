@@ -1,6 +1,7 @@
 """Small expression language of manifests: shape specs, shape rules and roofline formulas.
 
-  shape  := 'same_as(' NAME ')' | '[' dim (',' dim)* ']' | '[]'
+  shape  := 'same_as(' NAME ')' | 'any' | 'broadcast_shapes(' NAME (',' NAME)* ')'
+          | '[' dim (',' dim)* ']' | '[]'
   dim    := '...' | '*' NAME | expr
   rule   := expr CMP expr            CMP in == != <= >= < >
   expr   := term (('+'|'-') term)*
@@ -71,6 +72,17 @@ class ShapeList:
 @dataclass(frozen=True)
 class SameAs:
     input: str
+
+
+@dataclass(frozen=True)
+class AnyShape:
+    """An input of any shape, rank 0 included (elementwise inputs that broadcast)."""
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """The broadcast of the named inputs' shapes (torch.broadcast_shapes)."""
+    inputs: tuple
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]]))")
@@ -168,6 +180,14 @@ def parse_shape(text: str):
     m = re.fullmatch(r"same_as\(\s*([A-Za-z_]\w*)\s*\)", text)
     if m:
         return SameAs(m.group(1))
+    if text == "any":
+        return AnyShape()
+    m = re.fullmatch(r"broadcast_shapes\(([^()]*)\)", text)
+    if m:
+        names = tuple(n.strip() for n in m.group(1).split(","))
+        if not all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+            raise ExprError(f"broadcast_shapes() takes input names: '{text}'")
+        return Broadcast(names)
     p = _Parser(text)
     p.take("[")
     dims = []
@@ -238,4 +258,8 @@ def render(node) -> str:
         return "[" + ", ".join(render(d) for d in node.dims) + "]"
     if isinstance(node, SameAs):
         return f"same_as({node.input})"
+    if isinstance(node, AnyShape):
+        return "any"
+    if isinstance(node, Broadcast):
+        return f"broadcast_shapes({', '.join(node.inputs)})"
     raise TypeError(node)
