@@ -18,6 +18,12 @@ from codegen.__main__ import load_ops  # noqa: E402
 PARAMS = {
     "AddFwdOp": {"alpha": 2},
     "ClampScalarFwdOp": {"min": -3, "max": 5},
+    "MaskedFillScalarFwdOp": {"value": 2},
+    "LeakyReluFwdOp": {"negative_slope": 0.2},
+    "EluFwdOp": {"alpha": 0.7},
+    "HardtanhFwdOp": {"min_val": -0.5, "max_val": 2.0},
+    "SoftplusFwdOp": {"beta": 2.0, "threshold": 4.0},
+    "LerpFwdOp": {"weight": 0.7},
 }
 
 # Broadcast sample shapes by arity: every input broadcasts in some dim; entries whose inputs have a
