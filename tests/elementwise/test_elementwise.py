@@ -39,7 +39,10 @@ def test_strided_inputs_are_read_as_they_are(name):
         args[-1] = values((1, 33), args[-1].dtype, 9).expand(4, 33)
     y = case.op()(*args, **P)
     assert y.is_contiguous()
-    same(y, case.ref(*[a.contiguous() for a in args], **P))
+    ref = case.ref(*[a.contiguous() for a in args], **P)
+    # ATen's CPU loops for strided and contiguous operands may differ by an ulp
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    torch.testing.assert_close(y, ref, rtol=2e-6, atol=1e-30, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].has_out])

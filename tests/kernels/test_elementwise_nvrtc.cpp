@@ -26,7 +26,7 @@ EwLayout layout(std::vector<std::vector<int64_t>> sizes, std::vector<std::vector
 TEST(ElementwiseLayout, ContiguousInputsCollapseToOneDim) {
   const auto l = layout({{8, 16, 32}, {8, 16, 32}}, {{512, 32, 1}, {512, 32, 1}}, {8, 16, 32});
   EXPECT_TRUE(l.contiguous);
-  EXPECT_EQ(l.sizes, (std::vector<int64_t>{4096}));
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{4096}));
   EXPECT_EQ(l.numel, 4096);
   EXPECT_FALSE(l.one[0] || l.one[1]);
 }
@@ -35,9 +35,9 @@ TEST(ElementwiseLayout, OuterBroadcastIsStridedRankTwo) {
   // [4096, 1] + [1, 4096]
   const auto l = layout({{4096, 1}, {1, 4096}}, {{1, 1}, {4096, 1}}, {4096, 4096});
   EXPECT_FALSE(l.contiguous);
-  EXPECT_EQ(l.sizes, (std::vector<int64_t>{4096, 4096}));
-  EXPECT_EQ(l.strides[0], (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(l.strides[1], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{4096, 4096}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[0].begin(), l.strides[0].end()), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[1].begin(), l.strides[1].end()), (std::vector<int64_t>{0, 1}));
 }
 
 TEST(ElementwiseLayout, SingleElementInputStaysOnTheContiguousPath) {
@@ -46,22 +46,22 @@ TEST(ElementwiseLayout, SingleElementInputStaysOnTheContiguousPath) {
   EXPECT_TRUE(l.contiguous);
   EXPECT_TRUE(l.one[1]);
   EXPECT_FALSE(l.one[0]);
-  EXPECT_EQ(l.sizes, (std::vector<int64_t>{8192}));
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{8192}));
 }
 
 TEST(ElementwiseLayout, TransposedInputIsStridedAndSizeOneDimsDrop) {
   const auto l = layout({{64, 1, 32}, {64, 1, 32}}, {{1, 1, 64}, {32, 32, 1}}, {64, 1, 32});
   EXPECT_FALSE(l.contiguous);
-  EXPECT_EQ(l.sizes, (std::vector<int64_t>{64, 32}));
-  EXPECT_EQ(l.strides[0], (std::vector<int64_t>{1, 64}));
-  EXPECT_EQ(l.strides[1], (std::vector<int64_t>{32, 1}));
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[0].begin(), l.strides[0].end()), (std::vector<int64_t>{1, 64}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[1].begin(), l.strides[1].end()), (std::vector<int64_t>{32, 1}));
 }
 
 TEST(ElementwiseLayout, RowBroadcastMergesInnerDimsOnly) {
   // [2, 3, 4] + [3, 4] (a bias over rows): the input dims merge, the broadcast one stays
   const auto l = layout({{2, 3, 4}, {3, 4}}, {{12, 4, 1}, {4, 1}}, {2, 3, 4});
-  EXPECT_EQ(l.sizes, (std::vector<int64_t>{2, 12}));
-  EXPECT_EQ(l.strides[1], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[1].begin(), l.strides[1].end()), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(l.max_offset, 23);
 }
 

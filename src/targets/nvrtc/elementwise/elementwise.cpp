@@ -24,14 +24,14 @@ EwLayout ew_layout(c10::ArrayRef<c10::IntArrayRef> in_sizes, c10::ArrayRef<c10::
   const size_t n_in = in_sizes.size(), rank = out_sizes.size();
   EwLayout l;
   // Collapsed dims, innermost first while building: size, then each input's stride and the output's.
-  std::vector<int64_t> sizes, out_stride;
-  std::vector<std::vector<int64_t>> st(n_in);
+  c10::SmallVector<int64_t, 8> sizes, out_stride;
+  std::array<c10::SmallVector<int64_t, 8>, elementwise::kMaxInputs> st;
   int64_t out_step = 1;
   for (size_t d = rank; d-- > 0;) {
     const int64_t size = out_sizes[d];
     l.numel *= size;
     if (size == 1) continue;
-    std::vector<int64_t> s(n_in);
+    std::array<int64_t, elementwise::kMaxInputs> s{};
     for (size_t k = 0; k < n_in; ++k) {
       const int64_t kd = static_cast<int64_t>(d) - static_cast<int64_t>(rank - in_sizes[k].size());
       s[k] = (kd < 0 || in_sizes[k][kd] == 1) ? 0 : in_strides[k][kd];
@@ -48,7 +48,6 @@ EwLayout ew_layout(c10::ArrayRef<c10::IntArrayRef> in_sizes, c10::ArrayRef<c10::
     out_step *= size;
   }
   l.sizes.assign(sizes.rbegin(), sizes.rend());
-  l.strides.resize(n_in);
   for (size_t k = 0; k < n_in; ++k) {
     l.strides[k].assign(st[k].rbegin(), st[k].rend());
     int64_t reach = 0;
@@ -260,15 +259,15 @@ class EwKernel final : public Kernel {
     const int rank = s_.rank;
     const int64_t grid = std::clamp<int64_t>((n + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
     // Strides<RANK, kIn, IDX>: sizes, then each input's strides.
-    std::vector<int64_t> words(l.sizes.begin(), l.sizes.end());
-    for (int k = 0; k < e.n_in; ++k) words.insert(words.end(), l.strides[k].begin(), l.strides[k].end());
+    c10::SmallVector<int64_t, 8 * (elementwise::kMaxInputs + 1)> words(l.sizes.begin(), l.sizes.end());
+    for (int k = 0; k < e.n_in; ++k) words.append(l.strides[k].begin(), l.strides[k].end());
     TORCH_CHECK(static_cast<int>(l.sizes.size()) == rank, call.op_name, ": layout changed between plan and launch");
     if (s_.index64) {
       long long nn = n;
       void* args[] = {op_bytes, words.data(), &nn};
       nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
     } else {
-      std::vector<int32_t> w32(words.begin(), words.end());
+      c10::SmallVector<int32_t, 8 * (elementwise::kMaxInputs + 1)> w32(words.begin(), words.end());
       int nn = static_cast<int>(n);
       void* args[] = {op_bytes, w32.data(), &nn};
       nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);

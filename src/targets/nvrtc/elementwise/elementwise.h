@@ -8,6 +8,7 @@
 
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
 
 #include <array>
 #include <cstdint>
@@ -31,9 +32,10 @@ constexpr int64_t kEwInt32Limit = int64_t{1} << 30;
 
 // The strides of one call, collapsed like TensorIterator: size-1 dims dropped, and neighbouring dims
 // merged where every operand steps through them as through one.
+// Small vectors: reading a call's layout allocates nothing.
 struct EwLayout {
-  std::vector<int64_t> sizes;                 // innermost last; empty for one element
-  std::vector<std::vector<int64_t>> strides;  // per input, in elements (0 where it broadcasts)
+  c10::SmallVector<int64_t, 8> sizes;  // innermost last; empty for one element
+  std::array<c10::SmallVector<int64_t, 8>, elementwise::kMaxInputs> strides;  // per input, in elements (0: broadcast)
   bool contiguous = true;                     // every input dense in the output's order or one element
   std::array<bool, elementwise::kMaxInputs> one{};  // input k is a single broadcast element
   int64_t numel = 1;
