@@ -40,7 +40,8 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"CosFwdOp", [](In x, Ps) { return at::cos(x[0]); }},
       {"FloorFwdOp", [](In x, Ps) { return at::floor(x[0]); }},
       {"CeilFwdOp", [](In x, Ps) { return at::ceil(x[0]); }},
-      {"RoundFwdOp", [](In x, Ps p) { return at::round(x[0], p[0].toLong()); }},
+      // torch.round takes decimals for floating inputs only
+      {"RoundFwdOp", [](In x, Ps p) { return p[0].toLong() == 0 ? at::round(x[0]) : at::round(x[0], p[0].toLong()); }},
       {"TruncFwdOp", [](In x, Ps) { return at::trunc(x[0]); }},
       {"ErfFwdOp", [](In x, Ps) { return at::erf(x[0]); }},
       {"Log1pFwdOp", [](In x, Ps) { return at::log1p(x[0]); }},
