@@ -39,10 +39,9 @@ def test_strided_inputs_are_read_as_they_are(name):
         args[-1] = values((1, 33), args[-1].dtype, 9).expand(4, 33)
     y = case.op()(*args, **P)
     assert y.is_contiguous()
-    ref = case.ref(*[a.contiguous() for a in args], **P)
-    # ATen's CPU loops for strided and contiguous operands may differ by an ulp
-    assert y.dtype == ref.dtype and y.shape == ref.shape
-    torch.testing.assert_close(y, ref, rtol=2e-6, atol=1e-30, equal_nan=True)
+    # against torch on the same views (ATen's CPU loops for strided and contiguous operands differ on
+    # special values, e.g. remainder by inf); the GPU test compares the engine's strided path
+    same(y, case.ref(*args, **P))
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].has_out])
@@ -60,7 +59,7 @@ def test_out_branch_writes_the_buffer(name):
 @pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].in_place])
 def test_in_place_branch_writes_input(name):
     case = CASES[name]
-    dt = case.dtypes[-1]
+    dt = case.float_dtype
     P = case.params_for(dt)
     shapes = case.in_place_shapes((4, 33))
     args = sample(case, dt, shapes=shapes)
@@ -142,7 +141,8 @@ AOT = {"AddFwdOp", "GtFwdOp", "SqrtFwdOp", "WhereFwdOp", "ClampScalarFwdOp", "Ma
 @pytest.mark.parametrize("name", NAMES)
 def test_opcheck(name):
     case = CASES[name]
-    args = sample(case, case.dtypes[-1], shapes=case.in_place_shapes((2, 3)))
+    args = [torch.nan_to_num(a) if a.is_floating_point() else a
+            for a in sample(case, case.dtypes[-1], shapes=case.in_place_shapes((2, 3)))]
     P = case.params_for(case.dtypes[-1])
     # AOT dispatch (the slow part) once per arity and path through the grammar; schema and fake for all
     utils = ("test_schema", "test_faketensor") + (("test_aot_dispatch_dynamic",) if name in AOT else ())
@@ -162,7 +162,7 @@ def test_compile_dynamic_shapes_one_node():
     for rows in (3, 5, 9):
         a, b = torch.randn(rows, 1, 8), torch.randn(rows, 8)
         same(f(a, b), torch.add(a, b, alpha=2))
-    assert len(counts) == 1 and counts[0] == [torch.ops.tileops.elementwise_add_fwd.default]
+    assert len(counts) == 1 and [getattr(t, "default", t) for t in counts[0]] == [torch.ops.tileops.elementwise_add_fwd.default]
 
 
 def test_export_holds_the_op():

@@ -63,6 +63,11 @@ class Case:
         return {k: bool(v) if isinstance(v, int) else v for k, v in self.params.items()}
 
     @property
+    def float_dtype(self):
+        """A floating dtype of the entry if it has one (in-place results must cast into the input)."""
+        return next((d for d in self.dtypes if d.is_floating_point), self.dtypes[-1])
+
+    @property
     def shapes(self):
         return ENTRY_SHAPES.get(self.cls, SHAPES[len(self.inputs)])
 
@@ -112,8 +117,8 @@ def values(shape, dtype, seed=0):
     info = torch.iinfo(dtype)
     x = torch.randint(max(info.min, -100), min(info.max, 100) + 1, (n,), generator=g, dtype=torch.int64).to(dtype)
     ext = torch.tensor([info.min, info.max, 0, 1, -1 if info.min < 0 else 2], dtype=torch.int64).to(dtype)
-    k = min(n, ext.numel())
-    x[: k * 5: 5] = ext[:k]
+    k = min((n + 4) // 5, ext.numel())
+    x[0: 5 * k: 5] = ext[:k]
     return x.reshape(shape)
 
 
