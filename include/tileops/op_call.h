@@ -74,7 +74,8 @@ struct OpCall {
   int op_id;                             // index into tileops::op_table()
   const char* op_name;                   // "tileops::norm_rms_norm_fwd" (the branch's operator)
   c10::Device device;                    // device of the first tensor input
-  c10::ArrayRef<at::Tensor> inputs;      // contiguous; an absent optional input is an undefined tensor
+  c10::ArrayRef<at::Tensor> inputs;      // contiguous (an elementwise entry's unwritten inputs keep their
+                                         // strides); an absent optional input is an undefined tensor
   c10::ArrayRef<at::Tensor> outputs;     // contiguous, allocated; undefined when the branch drops it
   c10::ArrayRef<ParamValue> params;
 };

@@ -36,7 +36,10 @@ def param_cpp_type(p: Param) -> str:
         "int[]": "c10::SymIntArrayRef",
         "Device": "c10::Device",
         "ScalarType": "c10::ScalarType",
+        "Scalar": "const at::Scalar&",
     }[p.type]
+    if p.nullable and p.type == "Scalar":
+        return "const std::optional<at::Scalar>&"
     if p.nullable:
         return "at::OptionalSymIntArrayRef" if p.type == "int[]" else f"std::optional<{base}>"
     return base
@@ -170,6 +173,8 @@ def first_required_input(op: Op):
 
 def emit_shapes_struct(op: Op, env: Env) -> list[str]:
     lines = [f"struct {op.base_name}__Shapes {{"]
+    if any(isinstance(o.shape, exprs.Broadcast) for o in op.outputs):
+        lines.append("  c10::SymDimVector broadcast;  // broadcast_shapes() of the inputs")
     if any(isinstance(i.shape, exprs.ShapeList) and any(isinstance(d, exprs.Ellipsis_) for d in i.shape.dims)
            for i in op.inputs):
         lines.append("  c10::SymIntArrayRef ellipsis;  // leading dims matched by '...'")
@@ -227,6 +232,8 @@ def emit_where(op: Op, env: Env, names: set[str], bound_now: set[str]) -> str:
 
 def emit_input_shape(op: Op, env: Env, inp, bound: set[str]) -> list[str]:
     t = tensor_ref(op, inp.name)
+    if isinstance(inp.shape, exprs.AnyShape):
+        return []
     if isinstance(inp.shape, exprs.SameAs):
         other = tensor_ref(op, inp.shape.input)
         return [f"if ({present(op, inp.shape.input)} && {t}.sym_sizes() != {other}.sym_sizes())",
@@ -368,6 +375,11 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
     for r in symbol_rules:
         body += emit_rule(op, env, r)
     body += emit_reduce_masks(op)
+    bcast = next((o.shape for o in op.outputs if isinstance(o.shape, exprs.Broadcast)), None)
+    if bcast is not None:
+        names = ", ".join(cpp_str(n) for n in bcast.inputs)
+        shapes = ", ".join(f"{tensor_ref(op, n)}.sym_sizes()" for n in bcast.inputs)
+        body.append(f"s.broadcast = tileops::check::broadcast_shapes(kOp, {{{names}}}, {{{shapes}}});")
     lines += ["  " + b for b in body]
     lines += ["  return s;", "}"]
     return lines, env
@@ -386,6 +398,8 @@ def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
         keep = r.keepdim or "false"
         return ([f"const auto {var}_shape = tileops::check::reduced_shape({tensor_ref(op, r.input)}.sym_sizes(), "
                  f"s.{_mask_name((r.input, r.dim, r.listed))}, {keep});"], f"{var}_shape")
+    if isinstance(o.shape, exprs.Broadcast):
+        return [], "c10::SymIntArrayRef(s.broadcast)"
     lines = [f"c10::SmallVector<c10::SymInt, 8> {var}_shape;"]
     for d in o.shape.dims:
         if isinstance(d, exprs.Ellipsis_):
@@ -444,6 +458,9 @@ def param_value(p: Param) -> str:
         if p.nullable:
             return f"({n}.has_value() ? tileops::ParamValue::ints(C10_AS_INTARRAYREF_SLOW(*{n})) : tileops::ParamValue())"
         return f"tileops::ParamValue::ints(C10_AS_INTARRAYREF_SLOW({n}))"
+    if p.type == "Scalar":  # Int, Real or Bool, as the caller's number is
+        return (f"({n}.has_value() ? tileops::check::scalar_value(*{n}) : tileops::ParamValue())" if p.nullable
+                else f"tileops::check::scalar_value({n})")
     ctor = {"int": "integer", "float": "real", "bool": "boolean", "str": "string", "Device": "device",
             "ScalarType": "dtype"}[p.type]
     if p.nullable:
@@ -461,7 +478,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
 
     def guards() -> list[str]:
         """Refusals on real tensors, before any copy, allocation or compute."""
-        body = []
+        body = emit_write_checks(op, branch)
         if branch.out:
             o = next(o for o in op.outputs if o.buffer)
             shape_lines, shape = emit_shape(op, env, o, f"expected_{o.name}")
@@ -469,6 +486,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
             body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, {_dtype_expr(op, o)});")
         body += emit_overlap_guards(op, branch)
         for i in op.inputs:
+            if op.elementwise and i.name not in branch.writes:
+                continue  # read in place, never copied
             t = tensor_ref(op, i.name)
             check = f"tileops::check::require_copy_fits(kOp, {cpp_str(i.name)}, {t});"
             body.append(f"if ({present(op, i.name)}) {check}" if i.optional else check)
@@ -519,6 +538,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
             ins.append(f"w_{i.name}")
         elif i.optional:
             ins.append(f"tileops::check::present({i.name}) ? {i.name}->contiguous() : at::Tensor()")
+        elif op.elementwise:
+            ins.append(i.name)  # any strides: the elementwise engine reads them as they are
         else:
             ins.append(f"{i.name}.contiguous()")
     body.append(f"const std::array<at::Tensor, {len(ins)}> ins{{{', '.join(ins)}}};")
@@ -546,7 +567,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     lines.append(f"static {ret_t} {name}__meta({cpp_params(op, branch, True)}) {{")
     lines.append(f"  static constexpr const char* kOp = {cpp_str('tileops::' + name)};")
     lines.append(f"  [[maybe_unused]] const auto s = {op.base_name}__check(kOp, {check_args});")
-    mbody = allocate(meta=True)
+    mbody = emit_write_checks(op, branch) + allocate(meta=True)
     mbody.append(_return_stmt(rets))
     lines += ["  " + b for b in mbody]
     lines.append("}")
@@ -789,7 +810,24 @@ def _dtype_expr(op: Op, o: Output) -> str:
         return f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
     if o.dtype.kind == "promote_int_to_float":
         return f"tileops::check::promote_int_to_float({tensor_ref(op, o.dtype.ref)}.scalar_type())"
+    if o.dtype.kind in ("promote", "promote_float"):
+        promoted = f"tileops::check::promote({{{', '.join('&' + tensor_ref(op, n) for n in o.dtype.refs)}}})"
+        return f"tileops::check::promote_int_to_float({promoted})" if o.dtype.kind == "promote_float" else promoted
     return DTYPES[o.dtype.names[0]]
+
+
+def emit_write_checks(op: Op, branch: Branch) -> list[str]:
+    """An output written into an input (in place): the result must fit that input's shape and dtype."""
+    body = []
+    for o in op.outputs:
+        if not (o.aliases and o.aliases in branch.writes):
+            continue
+        t = tensor_ref(op, o.aliases)
+        if isinstance(o.shape, exprs.Broadcast):
+            body.append(f"tileops::check::require_broadcast_into(kOp, {cpp_str(o.aliases)}, {t}, s.broadcast);")
+        if o.dtype.kind in ("promote", "promote_float"):
+            body.append(f"tileops::check::require_can_cast(kOp, {cpp_str(o.aliases)}, {t}, {_dtype_expr(op, o)});")
+    return body
 
 
 def _return_stmt(rets) -> str:
@@ -858,6 +896,8 @@ VIEW_PARAM = {
 
 
 def view_param_getter(p: Param, slot: str) -> str:
+    if p.type == "Scalar":  # int, float or bool as the caller gave it: the reader picks the kind
+        return f"  const ParamValue& {p.name}() const {{ return {slot}; }}"
     t, read = VIEW_PARAM[p.type]
     if p.nullable:
         return (f"  std::optional<{t}> {p.name}() const {{ const ParamValue& v = {slot}; "
@@ -956,10 +996,12 @@ def op_json(op: Op) -> dict:
         "class": op.cls, "family": op.family, "name": op.base_name, "ref_api": op.ref_api,
         "status": op.status, "has_boundary": op.has_boundary, "manifest": f"{op.path}:{op.line}",
         "autograd_backward": op.autograd,
+        "elementwise": op.elementwise,
         "compile_op_names": list(op.compile_op_names),
         "operators": [{"name": op.operator_name(b), "writes": list(b.writes), "out": b.out,
                        "without": list(b.without), "schema": schema(op, b)} for b in op.branches],
-        "inputs": [{"name": i.name, "optional": i.optional, "mutated": i.mutated} for i in op.inputs],
+        "inputs": [{"name": i.name, "optional": i.optional, "mutated": i.mutated, "dtype": i.dtype.text}
+                   for i in op.inputs],
         "outputs": [{"name": o.name, "buffer": o.buffer, "optional": o.optional, "aliases": o.aliases}
                     for o in op.outputs],
         "params": [{"name": p.name, "type": p.type, "nullable": p.nullable, "has_default": p.default is not NO_DEFAULT,
@@ -988,4 +1030,34 @@ def emit_op_table(ops) -> str:
     out += ["}  // namespace", "",
             "c10::ArrayRef<OpInfo> op_table() { return c10::ArrayRef<OpInfo>(kOps, sizeof(kOps) / sizeof(kOps[0])); }",
             "const char* op_table_json() { return kJson; }", "", "}  // namespace tileops"]
+    return "\n".join(out) + "\n"
+
+
+def emit_elementwise_header(ops) -> str:
+    """The elementwise engine's table: per `elementwise:` entry, its expression and operand names."""
+    ew = [o for o in ops if o.status == "implemented" and o.elementwise]
+    out = [banner(o.path for o in ops), "#pragma once", "", "namespace tileops::elementwise {", "",
+           "constexpr int kMaxInputs = 4, kMaxParams = 4;", "",
+           "struct EwOp {",
+           "  const char* cls;                    // op class",
+           "  const char* stem;                   // operator base name",
+           "  int op_id;",
+           "  const char* expr;                   // the manifest's `elementwise:` expression",
+           "  int n_in;",
+           "  const char* in_names[kMaxInputs];",
+           "  bool in_fixed[kMaxInputs];          // one fixed dtype (e.g. a bool mask): loaded as is, not promoted",
+           "  int n_params;",
+           "  const char* param_names[kMaxParams];  // Scalar/float/int/bool params, as values of the compute type",
+           "};", "",
+           f"constexpr int kNumOps = {len(ew)};",
+           "constexpr EwOp kOps[] = {"]
+    for o in ew:
+        ins = ", ".join(cpp_str(i.name) for i in o.inputs)
+        fixed = ", ".join("true" if i.dtype.kind == "union" and len(i.dtype.names) == 1 else "false" for i in o.inputs)
+        ps = ", ".join(cpp_str(p.name) for p in o.params) or "nullptr"
+        out.append(f"    {{{cpp_str(o.cls)}, {cpp_str(o.base_name)}, {o.op_id}, {cpp_str(o.elementwise)}, "
+                   f"{len(o.inputs)}, {{{ins}}}, {{{fixed}}}, {len(o.params)}, {{{ps}}}}},")
+    if not ew:
+        out.append("    {nullptr, nullptr, -1, nullptr, 0, {}, {}, 0, {}},")
+    out += ["};", "", "}  // namespace tileops::elementwise"]
     return "\n".join(out) + "\n"

@@ -59,7 +59,7 @@ def _bind_dim(op, w, inp, node, dim: int, env: dict):
 
 def _bind(op: Op, w: dict, inp, shape: list, env: dict):
     pat = inp.shape
-    if isinstance(pat, exprs.SameAs):
+    if isinstance(pat, (exprs.SameAs, exprs.AnyShape)):  # any: the workload's shape, nothing to bind
         return
     def length(d):
         if isinstance(d, exprs.Splice):
@@ -91,6 +91,8 @@ def _shape_of(inp, env: dict, shapes: dict):
     """The shape an input not given by the workload gets from the bound names; None if it cannot."""
     if isinstance(inp.shape, exprs.SameAs):
         return shapes.get(inp.shape.input)
+    if isinstance(inp.shape, exprs.AnyShape):
+        return None  # an elementwise input the workload does not give: no shape to derive
     out = []
     for d in inp.shape.dims:
         if isinstance(d, exprs.Ellipsis_):

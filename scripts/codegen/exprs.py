@@ -1,6 +1,7 @@
 """Small expression language of manifests: shape specs, shape rules and roofline formulas.
 
-  shape  := 'same_as(' NAME ')' | '[' dim (',' dim)* ']' | '[]'
+  shape  := 'same_as(' NAME ')' | 'any' | 'broadcast_shapes(' NAME (',' NAME)* ')'
+          | '[' dim (',' dim)* ']' | '[]'
           | ('reduce' | 'reduce_listed') '(' NAME ',' NAME [',' NAME] ')'
   dim    := '...' | '*' NAME | expr
   rule   := expr CMP expr            CMP in == != <= >= < >
@@ -83,6 +84,14 @@ class Reduced:
     dim: str
     keepdim: str | None
     listed: bool = False
+class AnyShape:
+    """An input of any shape, rank 0 included (elementwise inputs that broadcast)."""
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """The broadcast of the named inputs' shapes (torch.broadcast_shapes)."""
+    inputs: tuple
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]]))")
@@ -185,6 +194,14 @@ def parse_shape(text: str):
         return Reduced(m.group(2), m.group(3), m.group(4), m.group(1) == "reduce_listed")
     if text.startswith("reduce"):
         raise ExprError(f"a reduced shape is reduce(<input>, <dim param>[, <keepdim param>]) or reduce_listed(...): '{text}'")
+    if text == "any":
+        return AnyShape()
+    m = re.fullmatch(r"broadcast_shapes\(([^()]*)\)", text)
+    if m:
+        names = tuple(n.strip() for n in m.group(1).split(","))
+        if not all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names):
+            raise ExprError(f"broadcast_shapes() takes input names: '{text}'")
+        return Broadcast(names)
     p = _Parser(text)
     p.take("[")
     dims = []
@@ -258,4 +275,8 @@ def render(node) -> str:
     if isinstance(node, Reduced):
         args = ", ".join([node.input, node.dim] + ([node.keepdim] if node.keepdim else []))
         return f"{'reduce_listed' if node.listed else 'reduce'}({args})"
+    if isinstance(node, AnyShape):
+        return "any"
+    if isinstance(node, Broadcast):
+        return f"broadcast_shapes({', '.join(node.inputs)})"
     raise TypeError(node)

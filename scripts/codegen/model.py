@@ -36,10 +36,12 @@ PARAM_TYPES = {
     "int[]": "SymInt[]",
     "Device": "Device",
     "ScalarType": "ScalarType",
+    "Scalar": "Scalar",  # a Python number (int, float or bool), as in torch.add's alpha
 }
 STATUSES = ("spec-only", "implemented")
 
-ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition", "autograd"}
+ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition", "autograd",
+              "elementwise"}
 AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
@@ -50,11 +52,12 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class DTypeRule:
-    kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or'
+    kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or' | 'promote' | 'promote_float'
     names: tuple = ()  # for 'union'
     ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param of 'dtype_or'
     fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None
     text: str = ""
+    refs: tuple = ()  # for 'promote' / 'promote_float': the inputs whose dtypes are promoted
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class Op:
     line: int
     op_id: int = field(default=-1, compare=False)
     autograd: str | None = None  # backward op class named by `autograd: {backward: ...}`
+    elementwise: str | None = None  # the device expression of an elementwise op (`elementwise:`)
     autograd_line: int = 0
     pairing: object = field(default=None, compare=False)  # Pairing, resolved once every entry is known
 
@@ -197,7 +201,9 @@ def enumerate_branches(op: Op) -> tuple:
     out = []
     for picks in itertools.product((False, True), repeat=len(maybe)):
         writes = always + tuple(n for n, p in zip(maybe, picks) if p)
-        for use_out in ((False, True) if has_buffer else (False,)):
+        # An output written into an input is not also passed as `out` (one place for one result).
+        in_place_buffer = any(o.buffer and o.aliases in writes for o in op.outputs)
+        for use_out in ((False, True) if has_buffer and not in_place_buffer else (False,)):
             for drops in itertools.product((False, True), repeat=len(droppable)):
                 without = tuple(n for n, d in zip(droppable, drops) if d)
                 out.append(Branch(tuple(sorted(writes)), use_out, tuple(sorted(without))))
@@ -244,6 +250,14 @@ def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str) 
     if not isinstance(text, str):
         ctx.fail(line, f"{what}: dtype must be a string like 'float16 | bfloat16' or 'same_as(x)'")
     t = text.strip()
+    m = re.fullmatch(r"(promote|promote_float)\(([^()]*)\)", t)
+    if m:
+        refs = tuple(n.strip() for n in m.group(2).split(","))
+        for n in refs:
+            if n not in known_inputs:
+                ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{n}'; "
+                               f"known inputs: {', '.join(known_inputs) or '(none)'}")
+        return DTypeRule(m.group(1), text=t, refs=refs)
     m = re.fullmatch(r"(same_as|promote_int_to_float)\(\s*([A-Za-z_]\w*)\s*\)", t)
     if m:
         if m.group(2) not in known_inputs:
@@ -344,6 +358,7 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
             "int[]": lambda v: isinstance(v, list) and all(isinstance(x, int) for x in v),
             "Device": lambda v: isinstance(v, str),
             "ScalarType": lambda v: v in DTYPES,
+            "Scalar": lambda v: isinstance(v, (int, float, bool)),
         }[base]
         if default is None and not nullable:
             ctx.fail(spec.line_of("default"), f"param '{name}': default null needs a nullable type '{base}?'")
@@ -414,12 +429,15 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         new_name(name, line, "input")
         ctx.keys(spec, INPUT_KEYS, f"input '{name}'", required=("dtype", "shape"))
         dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), [i.name for i in inputs], f"input '{name}'")
-        if dtype.kind in ("promote_int_to_float", "dtype_or"):
+        if dtype.kind in ("promote_int_to_float", "dtype_or", "promote", "promote_float"):
             ctx.fail(spec.line_of("dtype"), f"input '{name}': {dtype.kind}() gives an output's dtype; "
                                             "an input takes a union or same_as()")
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
         if isinstance(shape, exprs.Reduced):
             ctx.fail(spec.line_of("shape"), f"input '{name}': a reduced shape describes outputs")
+        if isinstance(shape, exprs.Broadcast):
+            ctx.fail(spec.line_of("shape"), f"input '{name}': broadcast_shapes() gives an output's shape; "
+                                            "an input that broadcasts takes shape 'any'")
         if isinstance(shape, exprs.SameAs) and shape.input not in [i.name for i in inputs]:
             ctx.fail(spec.line_of("shape"), f"input '{name}': shape same_as({shape.input}) must name an earlier input")
         optional = spec.get("optional", False)
@@ -453,6 +471,13 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             if p is None or p.type != "ScalarType" or not p.nullable or dtype.fallback not in input_names:
                 ctx.fail(spec.line_of("dtype"), f"output '{name}': dtype_or(<param>, <input>) takes a ScalarType? "
                                                 f"param and a tensor input, got '{dtype.text}'")
+        if isinstance(shape, exprs.AnyShape):
+            ctx.fail(spec.line_of("shape"), f"output '{name}': shape 'any' is for inputs; an output's shape is "
+                                            "same_as(), broadcast_shapes() or a list of dims")
+        if isinstance(shape, exprs.Broadcast):
+            for n in shape.inputs:
+                if n not in input_names:
+                    ctx.fail(spec.line_of("shape"), f"output '{name}': broadcast_shapes() names unknown input '{n}'")
         buffer = spec.get("buffer")
         if buffer not in (None, "out"):
             ctx.fail(spec.line_of("buffer"), f"output '{name}': buffer must be 'out' (the caller may pass it)")
@@ -463,10 +488,15 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                 ctx.fail(spec.line_of("aliases"), f"output '{name}': aliases '{aliases}' must name a mutated input")
             # The written input holds the result, so the result must have that input's dtype whatever
             # it is; e.g. promote_int_to_float(x) cannot alias an integer x.
-            if dtype.kind != "same_as" or _dtype_root(inputs, dtype.ref) != _dtype_root(inputs, aliases):
+            # promote(...) over the written input: the result is cast into it (checked per call, as torch's
+            # in-place ops check can_cast).
+            promoted_into = dtype.kind in ("promote", "promote_float") and aliases in dtype.refs
+            if not promoted_into and (dtype.kind != "same_as"
+                                      or _dtype_root(inputs, dtype.ref) != _dtype_root(inputs, aliases)):
                 ctx.fail(spec.line_of("dtype"), f"output '{name}' aliases '{aliases}', so its dtype must be "
                                                 f"same_as({aliases}) (or same_as the input {aliases}'s dtype follows), "
-                                                f"got '{dtype.text}'")
+                                                f"got '{dtype.text}'; promote() or promote_float() of inputs "
+                                                f"including {aliases} may alias it too")
         if dtype.kind == "promote_int_to_float" and dtype.ref not in input_names:
             ctx.fail(spec.line_of("dtype"), f"output '{name}': promote_int_to_float() takes a tensor input, "
                                             f"got '{dtype.ref}'")
@@ -535,6 +565,10 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         if not isinstance(autograd, str):
             ctx.fail(autograd_line, "autograd.backward names the op class that computes this op's gradients")
 
+    elementwise = None
+    if "elementwise" in entry:
+        elementwise = _elementwise(ctx, entry["elementwise"], entry.line_of("elementwise"), inputs, outputs, params)
+
     roofline = entry.get("roofline")
     if roofline is not None:
         roofline = _roofline(ctx, roofline, entry.line_of("roofline"), set(input_names),
@@ -543,7 +577,52 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
 
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
-              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line)
+              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, elementwise=elementwise)
+
+
+# Device functions of src/kernels/elementwise/elementwise.cuh an `elementwise:` expression may call
+# (each in the compute type; see docs/MANIFEST.md), and the other words it may use.
+ELEMENTWISE_FUNCTIONS = {
+    "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
+    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+    "floor", "ceil", "round", "trunc", "frac", "sign", "signbit", "reciprocal", "sigmoid", "isnan", "isinf",
+    "isfinite", "pow", "fmod", "remainder", "floor_divide", "true_divide", "maximum", "minimum", "atan2",
+    "copysign", "hypot", "clamp", "softplus", "gelu", "gelu_tanh", "lerp", "logical_not", "bitwise_not",
+    "nan_to_num", "round_decimals", "truth"}
+ELEMENTWISE_WORDS = {"true", "false", "C"}  # C: the compute type, e.g. C(1)
+ELEMENTWISE_PARAM_TYPES = ("Scalar", "float", "int", "bool")
+
+
+def _elementwise(ctx, text, line, inputs, outputs, params) -> str:
+    """`elementwise: "<expr>"`: the op is y = expr over broadcast inputs, evaluated in the compute type."""
+    if not isinstance(text, str) or not text.strip():
+        ctx.fail(line, "elementwise is the op's device expression, e.g. \"a + alpha * b\"")
+    if len(outputs) != 1:
+        ctx.fail(line, "an elementwise entry has exactly one output")
+    out = outputs[0]
+    names = [i.name for i in inputs]
+    if not inputs or len(inputs) > 4 or len(params) > 4:
+        ctx.fail(line, "an elementwise entry has 1 to 4 tensor inputs and at most 4 params")
+    for i in inputs:
+        if i.optional or not isinstance(i.shape, exprs.AnyShape):
+            ctx.fail(i.line, f"input '{i.name}' of an elementwise entry takes shape 'any' and is not optional")
+    wanted = f"broadcast_shapes({', '.join(names)})" if len(names) > 1 else f"same_as({names[0]})"
+    if exprs.render(out.shape) != wanted and not (len(names) == 1 and exprs.render(out.shape) == f"broadcast_shapes({names[0]})"):
+        ctx.fail(out.line, f"output '{out.name}' of an elementwise entry has shape '{wanted}'")
+    for p in params:
+        if p.type not in ELEMENTWISE_PARAM_TYPES or p.nullable:
+            ctx.fail(p.line, f"param '{p.name}' of an elementwise entry is one of {', '.join(ELEMENTWISE_PARAM_TYPES)} "
+                             "(a value in the compute type), not nullable")
+    known = set(names) | {p.name for p in params} | ELEMENTWISE_WORDS
+    for m in re.finditer(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fF]?|\.\d+(?:[eE][-+]?\d+)?[fF]?|([A-Za-z_]\w*)(\s*\()?", text):
+        word, call = m.group(1), m.group(2)
+        if word is None:
+            continue
+        if call and word not in ELEMENTWISE_FUNCTIONS and word != "C":
+            ctx.fail(line, f"elementwise: unknown function '{word}'; known: {', '.join(sorted(ELEMENTWISE_FUNCTIONS))}")
+        if not call and word not in known:
+            ctx.fail(line, f"elementwise: '{word}' is not an input or param of the entry")
+    return text.strip()
 
 
 def _check_reduced(ctx, line, name, shape, input_names, params):

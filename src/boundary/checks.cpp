@@ -1,6 +1,7 @@
 #include "boundary/checks.h"
 
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
 
@@ -122,6 +123,56 @@ c10::SymInt sym_prod(c10::SymIntArrayRef dims) {
 
 c10::ScalarType promote_int_to_float(c10::ScalarType t) {
   return c10::isFloatingType(t) ? t : c10::ScalarType::Float;
+}
+
+c10::ScalarType promote(std::initializer_list<const at::Tensor*> tensors) {
+  at::native::ResultTypeState state;
+  for (const at::Tensor* t : tensors) state = at::native::update_result_type_state(*t, state);
+  return at::native::result_type(state);
+}
+
+c10::SymDimVector broadcast_shapes(const char* op, std::initializer_list<const char*> names,
+                                   std::initializer_list<c10::SymIntArrayRef> shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  c10::SymDimVector out(rank, c10::SymInt(1));
+  std::vector<const char*> owner(rank, nullptr);  // the input that set each dim (for the message)
+  auto name = names.begin();
+  for (const auto& s : shapes) {
+    for (size_t k = 0; k < s.size(); ++k) {
+      const size_t d = rank - s.size() + k;
+      if (s[k] == 1) continue;
+      if (out[d] == 1) {
+        out[d] = s[k];
+        owner[d] = *name;
+      } else if (out[d] != s[k]) {
+        TORCH_CHECK_VALUE(false, op, ": '", owner[d], "' and '", *name, "' do not broadcast: dim ",
+                          static_cast<int64_t>(d) - static_cast<int64_t>(rank), " is ", sym_str(out[d]), " vs ",
+                          sym_str(s[k]), " (shapes must be equal or 1 in each dim, aligned from the last)");
+      }
+    }
+    ++name;
+  }
+  return out;
+}
+
+void require_broadcast_into(const char* op, const char* arg, const at::Tensor& t, c10::SymIntArrayRef shape) {
+  TORCH_CHECK_VALUE(t.sym_sizes() == shape, op, ": '", arg, "' is written in place, so the broadcast of the inputs ",
+                    dims_str(shape), " must have its shape ", dims_str(t.sym_sizes()),
+                    "; use the out-of-place op");
+}
+
+void require_can_cast(const char* op, const char* arg, const at::Tensor& t, c10::ScalarType result) {
+  TORCH_CHECK_TYPE(at::canCast(result, t.scalar_type()), op, ": '", arg, "' is written in place, but the result ",
+                   "type ", dtype_name(result), " cannot be cast to its dtype ", dtype_name(t.scalar_type()),
+                   "; use the out-of-place op");
+}
+
+ParamValue scalar_value(const at::Scalar& v) {
+  if (v.isBoolean()) return ParamValue::boolean(v.toBool());
+  if (v.isIntegral(false)) return ParamValue::integer(v.toLong());
+  TORCH_CHECK_TYPE(v.isFloatingPoint(), "tileops: complex and symbolic numbers are not supported as Scalar params");
+  return ParamValue::real(v.toDouble());
 }
 
 std::string describe(const char* name, c10::SymIntArrayRef dims) {

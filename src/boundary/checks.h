@@ -9,6 +9,9 @@
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <c10/util/SmallVector.h>
+#include <ATen/core/DimVector.h>
+
+#include "tileops/op_call.h"
 
 #include <initializer_list>
 #include <optional>
@@ -33,6 +36,16 @@ constexpr int64_t kMaxTensorBytes = int64_t{1} << 35;  // 32 GiB
 
 c10::SymInt sym_prod(c10::SymIntArrayRef dims);
 c10::ScalarType promote_int_to_float(c10::ScalarType t);
+// torch.result_type of the tensors (0-dim tensors count only where they raise the category).
+c10::ScalarType promote(std::initializer_list<const at::Tensor*> tensors);
+// torch.broadcast_shapes of the named inputs' shapes, or an error naming the two that do not broadcast.
+c10::SymDimVector broadcast_shapes(const char* op, std::initializer_list<const char*> names,
+                                   std::initializer_list<c10::SymIntArrayRef> shapes);
+// In place: the broadcast result must have the written input's shape, and its dtype must cast into it.
+void require_broadcast_into(const char* op, const char* arg, const at::Tensor& t, c10::SymIntArrayRef shape);
+void require_can_cast(const char* op, const char* arg, const at::Tensor& t, c10::ScalarType result);
+// A Scalar param as the caller passed it: an Int, Real or Bool param value.
+ParamValue scalar_value(const at::Scalar& v);
 
 std::string describe(const char* name, c10::SymIntArrayRef dims);
 std::string describe(const char* name, const c10::SymInt& v);

@@ -1,0 +1,208 @@
+// The elementwise engine's kernels: y = f(x0, x1, ...) over broadcast operands of any strides.
+// The host (src/targets/nvrtc/elementwise/) generates a small struct `Op` per kernel identity
+// (expression, dtypes, path) and instantiates one of the two loops below with it:
+//   contiguous_fwd  every operand dense in the output's order, or a broadcast single element:
+//                   VEC elements a thread step (16-byte accesses for the widest operand), UNROLL
+//                   steps in flight (all loads, then all stores), grid-stride; the n % VEC tail
+//                   goes to the grid's first threads.
+//   strided_fwd     any strides after the host collapsed the dims (RANK of them, innermost last):
+//                   one element a thread step, the input offsets from the output index.
+// IDX is the index type: int while every offset fits, else long long (past 2^31 elements).
+// Op provides: load<V>(step, Regs<V>&) and store<V>(step, const Regs<V>&) for the contiguous path,
+// element(const IDX* in_offsets, IDX out_offset) for both, one(k) (input k is one broadcast element
+// on the contiguous path), and its pointers and scalars as members.
+// The output may be an input (in place): each element is read and then written by one thread.
+#pragma once
+#include "common/dtypes.cuh"
+
+namespace tileops {
+namespace ew {
+
+// Conversions between storage types and compute types, as torch casts (16-bit floats via float).
+template <class To, class From> struct Cast { static __device__ __forceinline__ To apply(From v) { return static_cast<To>(v); } };
+template <class To> struct Cast<To, f16> { static __device__ __forceinline__ To apply(f16 v) { return static_cast<To>(to_float(v)); } };
+template <class To> struct Cast<To, bf16> { static __device__ __forceinline__ To apply(bf16 v) { return static_cast<To>(to_float(v)); } };
+template <class From> struct Cast<f16, From> { static __device__ __forceinline__ f16 apply(From v) { return from_float<f16>(static_cast<float>(v)); } };
+template <class From> struct Cast<bf16, From> { static __device__ __forceinline__ bf16 apply(From v) { return from_float<bf16>(static_cast<float>(v)); } };
+template <> struct Cast<f16, f16> { static __device__ __forceinline__ f16 apply(f16 v) { return v; } };
+template <> struct Cast<bf16, bf16> { static __device__ __forceinline__ bf16 apply(bf16 v) { return v; } };
+template <> struct Cast<f16, bf16> { static __device__ __forceinline__ f16 apply(bf16 v) { return from_float<f16>(to_float(v)); } };
+template <> struct Cast<bf16, f16> { static __device__ __forceinline__ bf16 apply(f16 v) { return from_float<bf16>(to_float(v)); } };
+template <class To, class From> __device__ __forceinline__ To cast(From v) { return Cast<To, From>::apply(v); }
+
+// ---- device functions an `elementwise:` expression may call (manifest grammar: docs/MANIFEST.md) ----
+// Float forms call libdevice's accurate functions (no fast math), as torch's CUDA kernels do.
+__device__ __forceinline__ float exp(float x) { return ::expf(x); }
+__device__ __forceinline__ float exp2(float x) { return ::exp2f(x); }
+__device__ __forceinline__ float expm1(float x) { return ::expm1f(x); }
+__device__ __forceinline__ float log(float x) { return ::logf(x); }
+__device__ __forceinline__ float log2(float x) { return ::log2f(x); }
+__device__ __forceinline__ float log10(float x) { return ::log10f(x); }
+__device__ __forceinline__ float log1p(float x) { return ::log1pf(x); }
+__device__ __forceinline__ float sqrt(float x) { return ::sqrtf(x); }
+__device__ __forceinline__ float rsqrt(float x) { return ::rsqrtf(x); }
+__device__ __forceinline__ float sin(float x) { return ::sinf(x); }
+__device__ __forceinline__ float cos(float x) { return ::cosf(x); }
+__device__ __forceinline__ float tan(float x) { return ::tanf(x); }
+__device__ __forceinline__ float asin(float x) { return ::asinf(x); }
+__device__ __forceinline__ float acos(float x) { return ::acosf(x); }
+__device__ __forceinline__ float atan(float x) { return ::atanf(x); }
+__device__ __forceinline__ float sinh(float x) { return ::sinhf(x); }
+__device__ __forceinline__ float cosh(float x) { return ::coshf(x); }
+__device__ __forceinline__ float tanh(float x) { return ::tanhf(x); }
+__device__ __forceinline__ float asinh(float x) { return ::asinhf(x); }
+__device__ __forceinline__ float acosh(float x) { return ::acoshf(x); }
+__device__ __forceinline__ float atanh(float x) { return ::atanhf(x); }
+__device__ __forceinline__ float erf(float x) { return ::erff(x); }
+__device__ __forceinline__ float erfc(float x) { return ::erfcf(x); }
+__device__ __forceinline__ float erfinv(float x) { return ::erfinvf(x); }
+__device__ __forceinline__ float pow(float a, float b) { return ::powf(a, b); }
+__device__ __forceinline__ float atan2(float a, float b) { return ::atan2f(a, b); }
+__device__ __forceinline__ float hypot(float a, float b) { return ::hypotf(a, b); }
+__device__ __forceinline__ float copysign(float a, float b) { return ::copysignf(a, b); }
+__device__ __forceinline__ float fmod(float a, float b) { return ::fmodf(a, b); }
+__device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
+__device__ __forceinline__ float frac(float x) { return x - ::truncf(x); }
+// torch.round: halves to even.
+__device__ __forceinline__ float round(float x) { return ::rintf(x); }
+__device__ __forceinline__ float floor(float x) { return ::floorf(x); }
+__device__ __forceinline__ float ceil(float x) { return ::ceilf(x); }
+__device__ __forceinline__ float trunc(float x) { return ::truncf(x); }
+template <class T> __device__ __forceinline__ T floor(T x) { return x; }  // integers are their own floor
+template <class T> __device__ __forceinline__ T ceil(T x) { return x; }
+template <class T> __device__ __forceinline__ T round(T x) { return x; }
+template <class T> __device__ __forceinline__ T trunc(T x) { return x; }
+__device__ __forceinline__ float abs(float x) { return ::fabsf(x); }
+template <class T> __device__ __forceinline__ T abs(T x) { return x < T(0) ? T(-x) : x; }
+__device__ __forceinline__ bool isnan(float x) { return x != x; }
+__device__ __forceinline__ bool isinf(float x) { return ::fabsf(x) == __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool isfinite(float x) { return ::fabsf(x) < __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool signbit(float x) { return (__float_as_uint(x) >> 31) != 0; }
+template <class T> __device__ __forceinline__ bool isnan(T) { return false; }
+template <class T> __device__ __forceinline__ bool isinf(T) { return false; }
+template <class T> __device__ __forceinline__ bool isfinite(T) { return true; }
+template <class T> __device__ __forceinline__ bool signbit(T x) { return x < T(0); }
+// torch.sign: -1, 0 or 1; NaN stays NaN.
+__device__ __forceinline__ float sign(float x) { return x != x ? x : static_cast<float>((0.f < x) - (x < 0.f)); }
+template <class T> __device__ __forceinline__ T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+// torch.maximum / minimum: a NaN operand wins.
+template <class T> __device__ __forceinline__ T maximum(T a, T b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
+template <class T> __device__ __forceinline__ T minimum(T a, T b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+// torch.clamp: NaN x stays NaN; lo > hi gives hi.
+template <class T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
+  if (isnan(x)) return x;
+  const T y = x < lo ? lo : x;
+  return y > hi ? hi : y;
+}
+// Python's modulo: the result takes the divisor's sign (torch.remainder).
+__device__ __forceinline__ float remainder(float a, float b) {
+  float r = ::fmodf(a, b);
+  if (r != 0.f && ((r < 0.f) != (b < 0.f))) r += b;
+  return r;
+}
+template <class T> __device__ __forceinline__ T remainder(T a, T b) {
+  T r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+// torch.floor_divide on floats: floor of the true quotient, computed as torch does (c10's
+// div_floor_floating) so that results next to an integer agree bit for bit.
+__device__ __forceinline__ float floor_divide(float a, float b) {
+  if (b == 0.f) return a / b;
+  const float mod = ::fmodf(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.f && ((b < 0.f) != (mod < 0.f))) div -= 1.f;
+  if (div == 0.f) return ::copysignf(0.f, a / b);
+  float fl = ::floorf(div);
+  if (div - fl > 0.5f) fl += 1.f;
+  return fl;
+}
+template <class T> __device__ __forceinline__ T floor_divide(T a, T b) {
+  const T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+}
+__device__ __forceinline__ float softplus(float x, float beta, float threshold) {
+  return x * beta > threshold ? x : ::log1pf(::expf(x * beta)) / beta;
+}
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return 0.5f * x * (1.f + ::tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+// torch.lerp: the form that is exact at both ends.
+__device__ __forceinline__ float lerp(float a, float b, float w) {
+  return ::fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.f - w);
+}
+// torch.round(x, decimals): halves to even at 10^-decimals.
+__device__ __forceinline__ float round_decimals(float x, float decimals) {
+  if (decimals == 0.f) return ::rintf(x);
+  const float p = ::powf(10.f, ::fabsf(decimals));
+  return decimals > 0.f ? ::rintf(x * p) / p : ::rintf(x / p) * p;
+}
+template <class T> __device__ __forceinline__ T round_decimals(T x, T) { return x; }
+// Truth value as in torch's logical ops: nonzero (NaN included) is true.
+template <class T> __device__ __forceinline__ bool truth(T x) { return static_cast<bool>(x); }
+__device__ __forceinline__ bool truth(float x) { return x != 0.f; }
+template <class T> __device__ __forceinline__ bool logical_not(T x) { return !static_cast<bool>(x); }
+__device__ __forceinline__ bool logical_not(float x) { return x == 0.f; }
+template <class T> __device__ __forceinline__ T bitwise_not(T x) { return static_cast<T>(~x); }
+__device__ __forceinline__ bool bitwise_not(bool x) { return !x; }
+__device__ __forceinline__ float nan_to_num(float x, float nan, float posinf, float neginf) {
+  return x != x ? nan : (isinf(x) ? (x > 0.f ? posinf : neginf) : x);
+}
+
+// ---- the two loops ----
+
+template <class Op, int VEC, int UNROLL, class IDX>
+__global__ void __launch_bounds__(256) contiguous_fwd(const Op op, IDX n) {
+  const IDX nv = n / VEC;
+  const IDX tid = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const IDX stride = static_cast<IDX>(gridDim.x) * blockDim.x;
+  for (IDX i = tid; i < nv; i += stride * UNROLL) {
+    typename Op::template Regs<VEC> r[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nv) op.template load<VEC>(i + u * stride, r[u]);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      if (i + u * stride < nv) op.template store<VEC>(i + u * stride, r[u]);
+  }
+  if constexpr (VEC > 1) {
+    const IDX t = nv * VEC + tid;  // fewer than VEC trailing elements
+    if (t < n) {
+      IDX off[Op::kIn];
+#pragma unroll
+      for (int k = 0; k < Op::kIn; ++k) off[k] = Op::one(k) ? 0 : t;
+      op.element(off, t);
+    }
+  }
+}
+
+template <int RANK, int NIN, class IDX>
+struct Strides {
+  IDX size[RANK];       // collapsed sizes, innermost last
+  IDX in[NIN][RANK];    // element strides of each input (0 where it broadcasts)
+};
+
+template <class Op, int RANK, class IDX>
+__global__ void __launch_bounds__(256) strided_fwd(const Op op, const Strides<RANK, Op::kIn, IDX> s, IDX n) {
+  const IDX stride = static_cast<IDX>(gridDim.x) * blockDim.x;
+  for (IDX i = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    IDX off[Op::kIn];
+#pragma unroll
+    for (int k = 0; k < Op::kIn; ++k) off[k] = 0;
+    IDX rest = i;
+#pragma unroll
+    for (int d = RANK - 1; d >= 0; --d) {
+      const IDX q = d > 0 ? rest / s.size[d] : 0;
+      const IDX c = d > 0 ? rest - q * s.size[d] : rest;
+#pragma unroll
+      for (int k = 0; k < Op::kIn; ++k) off[k] += c * s.in[k][d];
+      rest = q;
+    }
+    op.element(off, i);
+  }
+}
+
+}  // namespace ew
+}  // namespace tileops

@@ -1,0 +1,366 @@
+// The elementwise engine on the nvrtc target: layout (dim collapsing), problem, spec, the generated
+// `Op` source, launch and the registration of every `elementwise:` entry.
+#include "targets/nvrtc/elementwise/elementwise.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/native/TypeProperties.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/spec_builder.h"
+
+namespace tileops::nvrtc {
+
+using elementwise::EwOp;
+using elementwise::kOps;
+
+EwLayout ew_layout(c10::ArrayRef<c10::IntArrayRef> in_sizes, c10::ArrayRef<c10::IntArrayRef> in_strides,
+                   c10::IntArrayRef out_sizes) {
+  const size_t n_in = in_sizes.size(), rank = out_sizes.size();
+  EwLayout l;
+  // Collapsed dims, innermost first while building: size, then each input's stride and the output's.
+  c10::SmallVector<int64_t, 8> sizes, out_stride;
+  std::array<c10::SmallVector<int64_t, 8>, elementwise::kMaxInputs> st;
+  int64_t out_step = 1;
+  for (size_t d = rank; d-- > 0;) {
+    const int64_t size = out_sizes[d];
+    l.numel *= size;
+    if (size == 1) continue;
+    std::array<int64_t, elementwise::kMaxInputs> s{};
+    for (size_t k = 0; k < n_in; ++k) {
+      const int64_t kd = static_cast<int64_t>(d) - static_cast<int64_t>(rank - in_sizes[k].size());
+      s[k] = (kd < 0 || in_sizes[k][kd] == 1) ? 0 : in_strides[k][kd];
+    }
+    bool merge = !sizes.empty() && out_step == out_stride.back() * sizes.back();
+    for (size_t k = 0; merge && k < n_in; ++k) merge = s[k] == st[k].back() * sizes.back();
+    if (merge) {
+      sizes.back() *= size;  // the inner dim's strides step through both
+    } else {
+      sizes.push_back(size);
+      out_stride.push_back(out_step);
+      for (size_t k = 0; k < n_in; ++k) st[k].push_back(s[k]);
+    }
+    out_step *= size;
+  }
+  l.sizes.assign(sizes.rbegin(), sizes.rend());
+  for (size_t k = 0; k < n_in; ++k) {
+    l.strides[k].assign(st[k].rbegin(), st[k].rend());
+    int64_t reach = 0;
+    bool all_zero = true;
+    for (size_t d = 0; d < l.sizes.size(); ++d) {
+      reach += (l.sizes[d] - 1) * l.strides[k][d];
+      all_zero = all_zero && l.strides[k][d] == 0;
+    }
+    l.max_offset = std::max(l.max_offset, reach);
+    l.one[k] = !l.sizes.empty() && all_zero;
+    if (l.sizes.size() > 1 || (l.sizes.size() == 1 && l.strides[k][0] != 1 && !l.one[k])) l.contiguous = false;
+  }
+  if (l.numel == 0) l.sizes.clear();
+  return l;
+}
+
+c10::ScalarType ew_compute_dtype(const EwOp&, c10::ArrayRef<c10::ScalarType> common_in, c10::ScalarType out) {
+  // common_in: the promoted dtype of the promoted inputs, as one element.
+  c10::ScalarType c = common_in.empty() ? out : common_in[0];
+  if (c10::isFloatingType(out) && !c10::isFloatingType(c)) c = out;  // int -> float ops (sqrt, div)
+  if (c == c10::ScalarType::Half || c == c10::ScalarType::BFloat16) c = c10::ScalarType::Float;  // opmath
+  return c;
+}
+
+namespace {
+
+const char* compute_type_name(c10::ScalarType t) { return kernel_type_name(t); }
+
+int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
+
+}  // namespace
+
+bool EwSpec::operator==(const EwSpec& o) const {
+  return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
+         one == o.one && index64 == o.index64 && arch == o.arch;
+}
+
+size_t EwSpec::hash() const {
+  int64_t ones = 0;
+  for (size_t k = 0; k < one.size(); ++k) ones |= static_cast<int64_t>(one[k]) << k;
+  return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
+                     static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
+                     vec, ones, index64}) ^
+         std::hash<std::string>()(arch);
+}
+
+std::string EwSpec::name() const {
+  const EwOp& e = kOps[op];
+  std::string n = std::string(e.stem) + "__";
+  for (int k = 0; k < e.n_in; ++k) n += std::string(short_type_name(in[k])) + (one[k] ? "s" : "") + "_";
+  n += std::string(short_type_name(out)) + "__c" + short_type_name(compute);
+  n += rank == 0 ? "__v" + std::to_string(vec) : "__r" + std::to_string(rank);
+  return n + (index64 ? "__i64" : "") + "__" + arch;
+}
+
+std::string EwSpec::describe() const {
+  return "elementwise(" + std::string(kOps[op].expr) + ", " + name() + ")";
+}
+
+std::string ew_source_text(const EwSpec& s) {
+  const EwOp& e = kOps[s.op];
+  const std::string C = compute_type_name(s.compute), TO = kernel_type_name(s.out);
+  auto T = [&](int k) { return std::string(kernel_type_name(s.in[k])); };
+  std::string src = "#include \"elementwise/elementwise.cuh\"\nnamespace tileops {\nnamespace ew {\n";
+  src += "// " + std::string(e.cls) + ": " + e.expr + "\nstruct Op {\n";
+  src += "  using C = " + C + ";\n";
+  src += "  static constexpr int kIn = " + std::to_string(e.n_in) + ";\n";
+  std::string ones = "false";
+  for (int k = 0; k < e.n_in; ++k)
+    if (s.one[k]) ones += " || k == " + std::to_string(k);
+  src += "  static __device__ __forceinline__ constexpr bool one(int k) { return " + ones + "; }\n";
+  for (int k = 0; k < e.n_in; ++k) src += "  const " + T(k) + "* p" + std::to_string(k) + ";\n";
+  src += "  " + TO + "* out;\n";
+  for (int j = 0; j < e.n_params; ++j) src += "  C s" + std::to_string(j) + ";\n";
+  // value(): the manifest's expression over the converted operands.
+  std::string args, call_vec, call_elem;
+  for (int k = 0; k < e.n_in; ++k) {
+    const std::string ks = std::to_string(k);
+    args += (k ? ", " : "") + T(k) + " v" + ks;
+    call_vec += std::string(k ? ", " : "") + (s.one[k] ? "r.x" + ks : "r.x" + ks + ".v[j]");
+    call_elem += (k ? ", " : "") + std::string("p") + ks + "[off[" + ks + "]]";
+  }
+  src += "  __device__ __forceinline__ " + TO + " value(" + args + ") const {\n";
+  for (int k = 0; k < e.n_in; ++k) {
+    const std::string ks = std::to_string(k);
+    const std::string type = e.in_fixed[k] ? (s.in[k] == c10::ScalarType::Half || s.in[k] == c10::ScalarType::BFloat16
+                                                  ? std::string("float") : T(k))
+                                           : std::string("C");
+    src += "    [[maybe_unused]] const " + type + " " + e.in_names[k] + " = cast<" + type + ">(v" + ks + ");\n";
+  }
+  for (int j = 0; j < e.n_params; ++j)
+    src += "    [[maybe_unused]] const C " + std::string(e.param_names[j]) + " = s" + std::to_string(j) + ";\n";
+  src += "    return cast<" + TO + ">(" + std::string(e.expr) + ");\n  }\n";
+  // The contiguous path: V elements a step per operand (one element for a broadcast single element).
+  src += "  template <int V> struct Regs {\n";
+  for (int k = 0; k < e.n_in; ++k)
+    src += s.one[k] ? "    " + T(k) + " x" + std::to_string(k) + ";\n"
+                    : "    Vec<" + T(k) + ", V> x" + std::to_string(k) + ";\n";
+  src += "  };\n";
+  src += "  template <int V, class I> __device__ __forceinline__ void load(I i, Regs<V>& r) const {\n";
+  for (int k = 0; k < e.n_in; ++k) {
+    const std::string ks = std::to_string(k);
+    src += s.one[k] ? "    r.x" + ks + " = p" + ks + "[0];\n"
+                    : "    r.x" + ks + " = reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + ")[i];\n";
+  }
+  src += "  }\n";
+  src += "  template <int V, class I> __device__ __forceinline__ void store(I i, const Regs<V>& r) const {\n";
+  src += "    Vec<" + TO + ", V> y;\n#pragma unroll\n    for (int j = 0; j < V; ++j) y.v[j] = value(" + call_vec +
+         ");\n";
+  src += "    reinterpret_cast<Vec<" + TO + ", V>*>(out)[i] = y;\n  }\n";
+  src += "  template <class I> __device__ __forceinline__ void element(const I* off, I o) const { out[o] = value(" +
+         call_elem + "); }\n";
+  src += "};\n}  // namespace ew\n}  // namespace tileops\n";
+  return src;
+}
+
+std::vector<jit::KernelSource> EwSpec::sources() const {
+  const std::string idx = index64 ? "long long" : "int";
+  const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
+                                           std::to_string(kEwUnroll) + ", " + idx + ">"
+                                     : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx +
+                                           ">";
+  jit::KernelSource src = make_source(name(), "elementwise/elementwise.cuh", expr, arch);
+  src.source = ew_source_text(*this);
+  return {src};
+}
+
+namespace {
+
+// A param value converted to the compute type's bytes (8 bytes hold every compute type).
+void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, const char* op_name, unsigned char* dst) {
+  double d = 0;
+  int64_t i = 0;
+  bool is_real = false;
+  switch (v.kind()) {
+    case ParamValue::Kind::Int: i = v.as_int(); d = static_cast<double>(i); break;
+    case ParamValue::Kind::Bool: i = v.as_bool(); d = static_cast<double>(i); break;
+    case ParamValue::Kind::Real: d = v.as_real(); is_real = true; break;
+    default: TORCH_CHECK(false, op_name, ": param '", e.param_names[j], "' has no value");
+  }
+  TORCH_CHECK_TYPE(!is_real || c10::isFloatingType(c) || c == c10::ScalarType::Bool, op_name, ": '", e.param_names[j],
+                   "' is a float (", d, ") but the op computes in ", c10::toString(c),
+                   " for these integer inputs; pass an integer (as torch refuses a float alpha for integer tensors)");
+  switch (c) {
+    case c10::ScalarType::Float: { const float f = static_cast<float>(d); std::memcpy(dst, &f, 4); break; }
+    case c10::ScalarType::Double: std::memcpy(dst, &d, 8); break;
+    case c10::ScalarType::Bool: { const bool b = is_real ? d != 0 : i != 0; std::memcpy(dst, &b, 1); break; }
+    case c10::ScalarType::Byte: { const auto x = static_cast<uint8_t>(i); std::memcpy(dst, &x, 1); break; }
+    case c10::ScalarType::Char: { const auto x = static_cast<int8_t>(i); std::memcpy(dst, &x, 1); break; }
+    case c10::ScalarType::Short: { const auto x = static_cast<int16_t>(i); std::memcpy(dst, &x, 2); break; }
+    case c10::ScalarType::Int: { const auto x = static_cast<int32_t>(i); std::memcpy(dst, &x, 4); break; }
+    case c10::ScalarType::Long: std::memcpy(dst, &i, 8); break;
+    default: TORCH_CHECK(false, op_name, ": no compute type ", c10::toString(c));
+  }
+}
+
+// The layout of a call: inputs as they are, the output contiguous (allocated by the boundary, or a
+// contiguous out=/written input).
+EwLayout call_layout(const EwOp& e, const OpCall& call) {
+  std::array<c10::IntArrayRef, elementwise::kMaxInputs> sizes, strides;
+  for (int k = 0; k < e.n_in; ++k) {
+    sizes[k] = call.inputs[k].sizes();
+    strides[k] = call.inputs[k].strides();
+  }
+  return ew_layout(c10::ArrayRef<c10::IntArrayRef>(sizes.data(), e.n_in),
+                   c10::ArrayRef<c10::IntArrayRef>(strides.data(), e.n_in), call.outputs[0].sizes());
+}
+
+class EwKernel final : public Kernel {
+ public:
+  EwKernel(LoadedKernel k, EwSpec s, int sm_count) : k_(std::move(k)), s_(std::move(s)), sm_count_(sm_count) {}
+
+  void launch(const OpCall& call) const override {
+    const EwOp& e = kOps[s_.op];
+    const at::Tensor& y = call.outputs[0];
+    EwLayout l = call_layout(e, call);
+    std::array<at::Tensor, elementwise::kMaxInputs> copies;  // only past kEwMaxRank collapsed dims
+    std::array<const void*, elementwise::kMaxInputs> ptrs{};
+    for (int k = 0; k < e.n_in; ++k) ptrs[k] = call.inputs[k].const_data_ptr();
+    if (s_.rank == 0 && !l.contiguous) {
+      for (int k = 0; k < e.n_in; ++k) {
+        copies[k] = call.inputs[k].expand(y.sizes()).contiguous();
+        ptrs[k] = copies[k].const_data_ptr();
+      }
+    }
+    // The generated Op: input pointers, the output pointer, then the params in the compute type.
+    alignas(8) unsigned char op_bytes[8 * (elementwise::kMaxInputs + 1) + 8 * elementwise::kMaxParams] = {};
+    for (int k = 0; k < e.n_in; ++k) std::memcpy(op_bytes + 8 * k, &ptrs[k], 8);
+    void* yp = y.mutable_data_ptr();
+    std::memcpy(op_bytes + 8 * e.n_in, &yp, 8);
+    const size_t csize = c10::elementSize(s_.compute);
+    for (int j = 0; j < e.n_params; ++j)
+      put_scalar(e, j, call.params[j], s_.compute, call.op_name, op_bytes + 8 * (e.n_in + 1) + j * csize);
+    const int64_t n = y.numel();
+    if (s_.rank == 0) {
+      const int64_t per_cta = static_cast<int64_t>(kEwThreads) * kEwUnroll;
+      const int64_t grid = std::max<int64_t>(1, (n / s_.vec + per_cta - 1) / per_cta);
+      if (s_.index64) {
+        long long nn = n;
+        void* args[] = {op_bytes, &nn};
+        nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+      } else {
+        int nn = static_cast<int>(n);
+        void* args[] = {op_bytes, &nn};
+        nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+      }
+      return;
+    }
+    const int rank = s_.rank;
+    const int64_t grid = std::clamp<int64_t>((n + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
+    // Strides<RANK, kIn, IDX>: sizes, then each input's strides.
+    c10::SmallVector<int64_t, 8 * (elementwise::kMaxInputs + 1)> words(l.sizes.begin(), l.sizes.end());
+    for (int k = 0; k < e.n_in; ++k) words.append(l.strides[k].begin(), l.strides[k].end());
+    TORCH_CHECK(static_cast<int>(l.sizes.size()) == rank, call.op_name, ": layout changed between plan and launch");
+    if (s_.index64) {
+      long long nn = n;
+      void* args[] = {op_bytes, words.data(), &nn};
+      nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+    } else {
+      c10::SmallVector<int32_t, 8 * (elementwise::kMaxInputs + 1)> w32(words.begin(), words.end());
+      int nn = static_cast<int>(n);
+      void* args[] = {op_bytes, w32.data(), &nn};
+      nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+    }
+  }
+
+ private:
+  LoadedKernel k_;
+  EwSpec s_;
+  int sm_count_;
+};
+
+struct EwFamily {
+  using Problem = EwProblem;
+  using Spec = EwSpec;
+  int index;
+
+  Problem problem(const OpCall& call) const { return ew_problem(index, call); }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
+    Spec s = q;
+    s.arch = dev.arch;
+    return s;
+  }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    return std::make_shared<EwKernel>(std::move(k[0]), s, dev.sm_count);
+  }
+};
+
+template <int I>
+KernelBuilder ew_builder() {
+  return spec_builder(EwFamily{I});
+}
+
+template <int... I>
+void register_all(std::integer_sequence<int, I...>) {
+  (registry::builtin_kernels().push_back({"nvrtc", kOps[I].cls, &ew_builder<I>}), ...);
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  if (kOps[0].cls != nullptr) register_all(std::make_integer_sequence<int, elementwise::kNumOps>{});
+  return true;
+}();
+
+}  // namespace
+
+EwProblem ew_problem(int index, const OpCall& call) {
+  const EwOp& e = kOps[index];
+  EwProblem q;
+  q.op = index;
+  const at::Tensor& y = call.outputs[0];
+  at::native::ResultTypeState state;
+  bool any = false;
+  for (int k = 0; k < e.n_in; ++k) {
+    q.in[k] = call.inputs[k].scalar_type();
+    if (!e.in_fixed[k]) {
+      state = at::native::update_result_type_state(call.inputs[k], state);
+      any = true;
+    }
+  }
+  q.out = y.scalar_type();
+  const c10::ScalarType common = any ? at::native::result_type(state) : q.out;
+  q.compute = ew_compute_dtype(e, c10::ArrayRef<c10::ScalarType>(&common, 1), q.out);
+  const EwLayout l = call_layout(e, call);
+  q.index64 = l.numel >= kEwInt32Limit || l.max_offset >= kEwInt32Limit;
+  if (l.contiguous || static_cast<int>(l.sizes.size()) > kEwMaxRank) {
+    q.rank = 0;
+    int widest = elem(q.out);
+    uintptr_t bits = reinterpret_cast<uintptr_t>(y.const_data_ptr());
+    for (int k = 0; k < e.n_in; ++k) {
+      q.one[k] = l.contiguous && l.one[k];
+      if (q.one[k]) continue;
+      widest = std::max(widest, elem(q.in[k]));
+    }
+    q.vec = 16 / widest;
+    auto aligned = [&](int v) {
+      if (reinterpret_cast<uintptr_t>(y.const_data_ptr()) % (v * elem(q.out)) != 0) return false;
+      for (int k = 0; k < e.n_in; ++k)
+        if (!q.one[k] && l.contiguous &&
+            reinterpret_cast<uintptr_t>(call.inputs[k].const_data_ptr()) % (v * elem(q.in[k])) != 0)
+          return false;
+      return true;
+    };
+    (void)bits;
+    // Inputs read through contiguous copies (past kEwMaxRank) are freshly allocated: aligned.
+    while (q.vec > 1 && !aligned(q.vec)) q.vec /= 2;
+  } else {
+    q.rank = static_cast<int>(l.sizes.size());
+    q.vec = 1;
+  }
+  // Params are checked (and converted) per call: a float Scalar for an integer compute type is refused here.
+  unsigned char scratch[8];
+  for (int j = 0; j < e.n_params; ++j) put_scalar(e, j, call.params[j], q.compute, call.op_name, scratch);
+  return q;
+}
+
+}  // namespace tileops::nvrtc

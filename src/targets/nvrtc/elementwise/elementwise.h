@@ -1,0 +1,73 @@
+// The elementwise engine on the nvrtc target: every manifest entry with an `elementwise:` expression
+// (tileops_generated/elementwise.h) is served by one family, whose kernels are the two loops of
+// src/kernels/elementwise/elementwise.cuh instantiated with a generated `Op` struct (the expression,
+// the operand types, the compute type). A kernel's identity is that expression, the dtypes and the
+// path (contiguous with its vector width, or strided with its rank after collapsing dims), never
+// the sizes: sizes and strides are launch arguments.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/SmallVector.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+#include "tileops_generated/elementwise.h"
+
+namespace tileops {
+struct OpCall;
+}
+
+namespace tileops::nvrtc {
+
+constexpr int kEwThreads = 256;
+constexpr int kEwUnroll = 4;
+constexpr int kEwMaxRank = 6;  // collapsed ranks above this read contiguous copies (rare: 7+ broadcast dims)
+// 32-bit indexing below this many elements: every index, offset and grid-stride step fits an int.
+constexpr int64_t kEwInt32Limit = int64_t{1} << 30;
+
+// The strides of one call, collapsed like TensorIterator: size-1 dims dropped, and neighbouring dims
+// merged where every operand steps through them as through one.
+// Small vectors: reading a call's layout allocates nothing.
+struct EwLayout {
+  c10::SmallVector<int64_t, 8> sizes;  // innermost last; empty for one element
+  std::array<c10::SmallVector<int64_t, 8>, elementwise::kMaxInputs> strides;  // per input, in elements (0: broadcast)
+  bool contiguous = true;                     // every input dense in the output's order or one element
+  std::array<bool, elementwise::kMaxInputs> one{};  // input k is a single broadcast element
+  int64_t numel = 1;
+  int64_t max_offset = 0;  // largest element offset any input reaches
+};
+EwLayout ew_layout(c10::ArrayRef<c10::IntArrayRef> in_sizes, c10::ArrayRef<c10::IntArrayRef> in_strides,
+                   c10::IntArrayRef out_sizes);
+
+struct EwSpec {
+  int op = -1;  // index into elementwise::kOps
+  std::array<c10::ScalarType, elementwise::kMaxInputs> in{};
+  c10::ScalarType out = c10::ScalarType::Undefined;
+  c10::ScalarType compute = c10::ScalarType::Undefined;  // the expression's type (float for 16-bit floats)
+  int rank = 0;      // 0: the contiguous path; else the strided path over this many collapsed dims
+  int vec = 1;       // contiguous path: elements a thread step
+  std::array<bool, elementwise::kMaxInputs> one{};  // contiguous path: inputs read as one element
+  bool index64 = false;
+  std::string arch;
+
+  bool operator==(const EwSpec& o) const;
+  size_t hash() const;
+  std::string name() const;
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+using EwProblem = EwSpec;  // the spec without the device
+
+// The compute type of an op for these dtypes (the rule in manifests/elementwise.yaml's header).
+c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10::ScalarType> in, c10::ScalarType out);
+// The generated translation unit of a spec (the `Op` struct, then the loop it instantiates).
+std::string ew_source_text(const EwSpec& s);
+// The problem of a call of op `index` (tests build problems from plain values instead).
+EwProblem ew_problem(int index, const OpCall& call);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,137 @@
+// The elementwise family (manifests/elementwise.yaml) on the reference target: each entry's ref_api
+// with ATen, one line per op. The result is computed first, then copied into the output (which is
+// the written input in the in-place branch) in the output's dtype.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "targets/builtin.h"
+#include "targets/reference/reference.h"
+#include "tileops_generated/elementwise.h"
+
+namespace tileops::reference {
+namespace {
+
+using In = c10::ArrayRef<at::Tensor>;
+using Ps = c10::ArrayRef<at::Scalar>;
+using RefFn = at::Tensor (*)(In, Ps);
+
+// class -> ref_api. A manifest entry without a line here has no reference kernel (a test lists them).
+const std::unordered_map<std::string_view, RefFn>& refs() {
+  static const std::unordered_map<std::string_view, RefFn> m = {
+      {"AddFwdOp", [](In x, Ps p) { return at::add(x[0], x[1], p[0]); }},
+      {"GtFwdOp", [](In x, Ps) { return at::gt(x[0], x[1]); }},
+      {"ExpFwdOp", [](In x, Ps) { return at::exp(x[0]); }},
+      {"SqrtFwdOp", [](In x, Ps) { return at::sqrt(x[0]); }},
+      {"WhereFwdOp", [](In x, Ps) { return at::where(x[0], x[1], x[2]); }},
+      {"ClampScalarFwdOp", [](In x, Ps p) { return at::clamp(x[0], p[0], p[1]); }},
+      {"LogFwdOp", [](In x, Ps) { return at::log(x[0]); }},
+      {"RsqrtFwdOp", [](In x, Ps) { return at::rsqrt(x[0]); }},
+      {"AbsFwdOp", [](In x, Ps) { return at::abs(x[0]); }},
+      {"NegFwdOp", [](In x, Ps) { return at::neg(x[0]); }},
+      {"ReciprocalFwdOp", [](In x, Ps) { return at::reciprocal(x[0]); }},
+      {"SignFwdOp", [](In x, Ps) { return at::sign(x[0]); }},
+      {"SinFwdOp", [](In x, Ps) { return at::sin(x[0]); }},
+      {"CosFwdOp", [](In x, Ps) { return at::cos(x[0]); }},
+      {"FloorFwdOp", [](In x, Ps) { return at::floor(x[0]); }},
+      {"CeilFwdOp", [](In x, Ps) { return at::ceil(x[0]); }},
+      // torch.round takes decimals for floating inputs only
+      {"RoundFwdOp", [](In x, Ps p) { return p[0].toLong() == 0 ? at::round(x[0]) : at::round(x[0], p[0].toLong()); }},
+      {"TruncFwdOp", [](In x, Ps) { return at::trunc(x[0]); }},
+      {"ErfFwdOp", [](In x, Ps) { return at::erf(x[0]); }},
+      {"Log1pFwdOp", [](In x, Ps) { return at::log1p(x[0]); }},
+      {"Expm1FwdOp", [](In x, Ps) { return at::expm1(x[0]); }},
+      {"TanhFwdOp", [](In x, Ps) { return at::tanh(x[0]); }},
+      {"LogicalNotFwdOp", [](In x, Ps) { return at::logical_not(x[0]); }},
+      {"BitwiseNotFwdOp", [](In x, Ps) { return at::bitwise_not(x[0]); }},
+      {"IsnanFwdOp", [](In x, Ps) { return at::isnan(x[0]); }},
+      {"IsinfFwdOp", [](In x, Ps) { return at::isinf(x[0]); }},
+      {"IsfiniteFwdOp", [](In x, Ps) { return at::isfinite(x[0]); }},
+      {"HardswishFwdOp", [](In x, Ps) { return at::hardswish(x[0]); }},
+      {"HardsigmoidFwdOp", [](In x, Ps) { return at::hardsigmoid(x[0]); }},
+      {"MishFwdOp", [](In x, Ps) { return at::mish(x[0]); }},
+      {"SeluFwdOp", [](In x, Ps) { return at::selu(x[0]); }},
+      {"LeakyReluFwdOp", [](In x, Ps p) { return at::leaky_relu(x[0], p[0]); }},
+      {"EluFwdOp", [](In x, Ps p) { return at::elu(x[0], p[0]); }},
+      {"HardtanhFwdOp", [](In x, Ps p) { return at::hardtanh(x[0], p[0], p[1]); }},
+      {"SoftplusFwdOp", [](In x, Ps p) { return at::softplus(x[0], p[0], p[1]); }},
+      {"SubFwdOp", [](In x, Ps p) { return at::sub(x[0], x[1], p[0]); }},
+      {"MulFwdOp", [](In x, Ps) { return at::mul(x[0], x[1]); }},
+      {"DivFwdOp", [](In x, Ps) { return at::div(x[0], x[1]); }},
+      {"RemainderFwdOp", [](In x, Ps) { return at::remainder(x[0], x[1]); }},
+      {"PowFwdOp", [](In x, Ps) { return at::pow(x[0], x[1]); }},
+      {"FloorDivideFwdOp", [](In x, Ps) { return at::floor_divide(x[0], x[1]); }},
+      {"LerpFwdOp", [](In x, Ps p) { return at::lerp(x[0], x[1], p[0]); }},
+      {"MaximumFwdOp", [](In x, Ps) { return at::maximum(x[0], x[1]); }},
+      {"MinimumFwdOp", [](In x, Ps) { return at::minimum(x[0], x[1]); }},
+      {"EqFwdOp", [](In x, Ps) { return at::eq(x[0], x[1]); }},
+      {"NeFwdOp", [](In x, Ps) { return at::ne(x[0], x[1]); }},
+      {"LtFwdOp", [](In x, Ps) { return at::lt(x[0], x[1]); }},
+      {"GeFwdOp", [](In x, Ps) { return at::ge(x[0], x[1]); }},
+      {"LeFwdOp", [](In x, Ps) { return at::le(x[0], x[1]); }},
+      {"LogicalAndFwdOp", [](In x, Ps) { return at::logical_and(x[0], x[1]); }},
+      {"LogicalOrFwdOp", [](In x, Ps) { return at::logical_or(x[0], x[1]); }},
+      {"BitwiseAndFwdOp", [](In x, Ps) { return at::bitwise_and(x[0], x[1]); }},
+      {"BitwiseOrFwdOp", [](In x, Ps) { return at::bitwise_or(x[0], x[1]); }},
+      {"BitwiseXorFwdOp", [](In x, Ps) { return at::bitwise_xor(x[0], x[1]); }},
+      {"MaskedFillScalarFwdOp", [](In x, Ps p) { return at::masked_fill(x[0], x[1], p[0]); }},
+      {"MaskedFillFwdOp", [](In x, Ps) { return at::masked_fill(x[0], x[1], x[2]); }},
+      {"LerpTensorFwdOp", [](In x, Ps) { return at::lerp(x[0], x[1], x[2]); }},
+      {"ClampFwdOp", [](In x, Ps) { return at::clamp(x[0], x[1], x[2]); }},
+  };
+  return m;
+}
+
+at::Scalar scalar_of(const ParamValue& v) {
+  switch (v.kind()) {
+    case ParamValue::Kind::Int: return at::Scalar(v.as_int());
+    case ParamValue::Kind::Bool: return at::Scalar(v.as_bool());
+    default: return at::Scalar(v.as_real());
+  }
+}
+
+class EwReference final : public Kernel {
+ public:
+  explicit EwReference(RefFn f) : f_(f) {}
+  void launch(const OpCall& call) const override {
+    std::array<at::Scalar, elementwise::kMaxParams> ps;
+    for (size_t j = 0; j < call.params.size(); ++j) ps[j] = scalar_of(call.params[j]);
+    const at::Tensor r = f_(call.inputs, Ps(ps.data(), call.params.size()));
+    call.outputs[0].copy_(r);
+  }
+
+ private:
+  RefFn f_;
+};
+
+template <int I>
+KernelBuilder ew_builder() {
+  KernelBuilder b;
+  b.identity = [](const OpCall&) { return BuildKey{}; };
+  b.build = [](const OpCall&, const BuildKey&) -> std::shared_ptr<const Kernel> {
+    return std::make_shared<EwReference>(refs().at(elementwise::kOps[I].cls));
+  };
+  b.describe = [](const BuildKey&) { return std::string("elementwise ") + elementwise::kOps[I].cls + " (ATen)"; };
+  return b;
+}
+
+template <int... I>
+void register_all(std::integer_sequence<int, I...>) {
+  ((refs().count(elementwise::kOps[I].cls)
+        ? registry::builtin_kernels().push_back({"reference", elementwise::kOps[I].cls, &ew_builder<I>})
+        : void()),
+   ...);
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  if (elementwise::kOps[0].cls != nullptr) register_all(std::make_integer_sequence<int, elementwise::kNumOps>{});
+  return true;
+}();
+
+}  // namespace
+}  // namespace tileops::reference

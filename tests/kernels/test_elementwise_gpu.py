@@ -1,0 +1,84 @@
+"""Elementwise engine on CUDA (nvrtc target) against torch on CUDA, for every entry of
+manifests/elementwise.yaml and every dtype it lists: broadcasting, special values, each planned
+path (vectorised contiguous, a 0-dim operand, misaligned, strided: transposed, sliced, expanded,
+outer broadcast), the in-place and out= branches, and indexing past 2^31 elements."""
+import pytest
+import torch
+
+from support.elementwise_cases import CASES, sample, values
+
+pytestmark = pytest.mark.gpu
+
+NAMES = sorted(CASES)
+ALL = [(n, d) for n in NAMES for d in CASES[n].dtypes]
+# Float results: torch's CUDA kernels use the same float32 math, libdevice may differ by an ulp.
+TOL = {torch.float32: dict(rtol=2e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-5),
+       torch.bfloat16: dict(rtol=8e-3, atol=1e-5)}
+
+
+def close(y, ref):
+    assert y.dtype == ref.dtype and y.shape == ref.shape, (y.dtype, ref.dtype, y.shape, ref.shape)
+    if y.dtype in TOL:
+        torch.testing.assert_close(y, ref, equal_nan=True, **TOL[y.dtype])
+        # -0.0 and +0.0 are told apart where torch tells them apart
+        assert torch.equal(torch.signbit(y[ref == 0]), torch.signbit(ref[ref == 0]))
+    else:
+        assert torch.equal(y, ref)
+
+
+@pytest.mark.parametrize("name,dtype", ALL, ids=[f"{n}-{str(d)[6:]}" for n, d in ALL])
+def test_matches_torch_cuda(name, dtype):
+    case = CASES[name]
+    P = case.params_for(dtype)
+    for shapes in (None, case.in_place_shapes((1000, 37)), [(8, 4096)] + [()] * (len(case.inputs) - 1)):
+        args = sample(case, dtype, "cuda", shapes=shapes)
+        close(case.op()(*args, **P), case.ref(*args, **P))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_layout(name):
+    case = CASES[name]
+    dt = case.dtypes[-1] if torch.bfloat16 not in case.dtypes else torch.bfloat16
+    P = case.params_for(dt)
+
+    def make(shape, k):
+        dts = case.inputs[k][1]
+        return values(shape if case.shapes[k] != () else (), dts[0] if len(dts) == 1 else dt, k).cuda()
+    n = len(case.inputs)
+    layouts = [
+        [make((4096, 1), 0)] + [make((1, 4096), k) for k in range(1, n)],            # outer broadcast
+        [make((512, 384), 0).t()] + [make((384, 512), k) for k in range(1, n)],       # transposed
+        [make((300, 514), 0)[:, 1:513]] + [make((300, 512), k) for k in range(1, n)],  # sliced: misaligned rows
+        [make(((1 << 16) + 1,), 0)[1:]] + [make((1 << 16,), k) for k in range(1, n)],    # misaligned start
+        [make((64, 1, 7, 1, 3, 1, 5), 0)] + [make((1, 2, 1, 4, 1, 6, 5), k) for k in range(1, n)],  # rank 7
+    ]
+    for args in layouts:
+        close(case.op()(*args, **P), case.ref(*args, **P))
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if CASES[n].in_place])
+def test_in_place_and_out(name):
+    case = CASES[name]
+    dt = case.float_dtype
+    P = case.params_for(dt)
+    args = sample(case, dt, "cuda", shapes=case.in_place_shapes((257, 129)))
+    ref = case.ref(*args, **P)
+    out = torch.empty_like(ref)
+    case.op("_out")(*args, out, **P)
+    close(out, ref)
+    x = args[0].t().contiguous().t()  # a non-contiguous written input is written back
+    case.op("_writes_input")(x, *args[1:], **P)
+    close(x, ref.to(x.dtype))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_properties(0).total_memory < 40 << 30,
+                    reason="needs ~10 GB")
+def test_indexing_past_2_31_elements():
+    n = (1 << 31) + 1024
+    a = torch.ones(n, dtype=torch.uint8, device="cuda")
+    b = torch.full((1,), 3, dtype=torch.uint8, device="cuda")
+    y = torch.ops.tileops.elementwise_add_fwd(a, b)
+    assert y[-1].item() == 4 and y[0].item() == 4 and int(y.sum(dtype=torch.int64)) == 4 * n
+    del y
+    y = torch.ops.tileops.elementwise_add_fwd(a.view(2, -1).t(), a.view(2, -1).t())  # strided, 64-bit offsets
+    assert int(y.sum(dtype=torch.int64)) == 2 * n
