@@ -20,6 +20,13 @@ def _gelu_tanh(x):
     return F.gelu(x, approximate="tanh")
 
 
+def _swiglu_oai(x, p):
+    """vLLM's SwigluOAIAndMul.forward_native (gpt-oss), the eager peer."""
+    alpha, limit = p.get("alpha", 1.702), p.get("limit", 7.0)
+    gate, up = x[..., ::2].clamp(max=limit), x[..., 1::2].clamp(-limit, limit)
+    return (up + 1) * (gate * torch.sigmoid(gate * alpha))
+
+
 # class -> (our call(x, params), torch eager ref_api(x, params), gated?)
 OPS = {
     "ReluFwdOp": (lambda x, p: ops.activation_relu_fwd(x), lambda x, p: torch.relu(x), False),
@@ -34,6 +41,15 @@ OPS = {
                         lambda x, p: F.gelu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
     "GeluTanhAndMulFwdOp": (lambda x, p: ops.activation_gelu_tanh_and_mul_fwd(x),
                             lambda x, p: _gelu_tanh(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:], True),
+    "QuickGeluFwdOp": (lambda x, p: ops.activation_quick_gelu_fwd(x), lambda x, p: x * torch.sigmoid(1.702 * x), False),
+    "MulAndSiluFwdOp": (lambda x, p: ops.activation_mul_and_silu_fwd(x),
+                        lambda x, p: x[..., : x.shape[-1] // 2] * F.silu(x[..., x.shape[-1] // 2:]), True),
+    "FatreluAndMulFwdOp": (lambda x, p: ops.activation_fatrelu_and_mul_fwd(x, p.get("threshold", 0.0)),
+                           lambda x, p: F.threshold(x[..., : x.shape[-1] // 2], p.get("threshold", 0.0), 0.0)
+                           * x[..., x.shape[-1] // 2:], True),
+    "SwigluOAIAndMulFwdOp": (lambda x, p: ops.activation_swiglu_oai_and_mul_fwd(x, p.get("alpha", 1.702),
+                                                                                 p.get("limit", 7.0)),
+                             _swiglu_oai, True),
 }
 
 

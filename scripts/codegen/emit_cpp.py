@@ -433,16 +433,18 @@ def emit_overlap_guards(op: Op, branch: Branch) -> list[str]:
     args = [(i.name, tensor_ref(op, i.name), i.optional) for i in op.inputs] + ([("out", "out", False)] if branch.out else [])
     written = set(branch.writes) | ({"out"} if branch.out else set())
     body = []
-    for name, t, _ in args:
+    for name, t, opt in args:
         if name in written:
-            body.append(f"tileops::check::require_no_internal_overlap(kOp, {cpp_str(name)}, {t});")
+            check = f"tileops::check::require_no_internal_overlap(kOp, {cpp_str(name)}, {t});"
+            body.append(f"if ({present(op, name)}) {check}" if opt else check)
     for k, (a, ta, a_opt) in enumerate(args):
         for b, tb, b_opt in args[k + 1:]:
             if a not in written and b not in written:
                 continue
-            (w, tw), (r, tr, r_opt) = ((a, ta), (b, tb, b_opt)) if a in written else ((b, tb), (a, ta, a_opt))
+            (w, tw), (r, tr) = ((a, ta), (b, tb)) if a in written else ((b, tb), (a, ta))
             check = f"tileops::check::require_no_overlap(kOp, {cpp_str(w)}, {tw}, {cpp_str(r)}, {tr});"
-            body.append(f"if ({present(op, r)}) {check}" if r_opt else check)
+            absent = [present(op, n) for n, opt in ((a, a_opt), (b, b_opt)) if opt]  # an optional written input too
+            body.append(f"if ({' && '.join(absent)}) {check}" if absent else check)
     return body
 
 
@@ -530,7 +532,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     body = guards()
     for w in branch.writes:
         t = tensor_ref(op, w)
-        body.append(f"at::Tensor w_{w} = {t}.is_contiguous() ? {t} : {t}.contiguous();")
+        absent = f"!{present(op, w)} ? at::Tensor() : " if op.input(w).optional else ""  # e.g. RoPE's key=None
+        body.append(f"at::Tensor w_{w} = {absent}{t}.is_contiguous() ? {t} : {t}.contiguous();")
     body += allocate(meta=False)
     ins = []
     for i in op.inputs:
@@ -555,7 +558,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     body.append("}")
     for w in branch.writes:
         t = tensor_ref(op, w)
-        body.append(f"if (!w_{w}.is_same({t})) {t}.copy_(w_{w});  // a non-contiguous written input is written back")
+        guard = f"{present(op, w)} && " if op.input(w).optional else ""
+        body.append(f"if ({guard}!w_{w}.is_same({t})) {t}.copy_(w_{w});  // a non-contiguous written input is written back")
     for o in op.outputs:
         if o.buffer and branch.out:
             body.append(f"if (!o_{o.name}.is_same(out)) out.copy_(o_{o.name});")
@@ -604,8 +608,9 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     lines.append(f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("
                  f"{cpp_str('tileops::' + name)}, \"\").typed<{fn_type(op, branch)}>();")
     call = f"handle.call({cpp_arg_names(op, branch, True)})"
-    written = [tensor_ref(op, w) for w in branch.writes] + (["out"] if branch.out else [])
-    bumps = [f"  tileops::runtime::bump_version({t});" for t in written]
+    written = [(tensor_ref(op, w), present(op, w)) for w in branch.writes] + ([("out", "true")] if branch.out else [])
+    bumps = [f"  tileops::runtime::bump_version({t});" if there == "true" else
+             f"  if ({there}) tileops::runtime::bump_version({t});" for t, there in written]
     if ret_t == "void":
         lines += [f"  {call};"] + bumps
     else:

@@ -1,7 +1,8 @@
-// QKNormRopeFwdOp: per-head RMSNorm of q and k, then Neox RoPE, written back into q and k.
-// Registered CompositeImplicitAutograd (generated): the sub-ops are called through the dispatcher,
-// so tracing records their operators (norm_rms_norm_fwd twice, position_rope_neox_fwd_writes_k_writes_q)
-// and never this op. The in-place steps only touch fresh tensors (qn, kn) and then copy_ into the
+// QKNormRopeFwdOp: per-head RMSNorm of q and k, then Neox (is_neox) or GPT-J RoPE, written back
+// into q and k. Registered CompositeImplicitAutograd (generated): the sub-ops are called through the
+// dispatcher, so tracing records their operators (norm_rms_norm_fwd twice, then
+// position_rope_neox_fwd_writes_k_writes_q or position_rope_non_neox_fwd_writes_k_writes_q) and
+// never this op. The in-place steps only touch fresh tensors (qn, kn) and then copy_ into the
 // caller's q/k: functionalization turns those into functional ops plus input write-backs.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -12,20 +13,25 @@ namespace tileops::composite {
 
 void position_qk_norm_rope_fwd_writes_k_writes_q(const at::Tensor& positions, const at::Tensor& q, const at::Tensor& k,
                                                  const at::Tensor& q_weight, const at::Tensor& k_weight,
-                                                 const at::Tensor& cos_sin_cache, std::optional<double> eps) {
+                                                 const at::Tensor& cos_sin_cache, std::optional<double> eps,
+                                                 bool is_neox) {
   static const auto rms_norm =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("tileops::norm_rms_norm_fwd", "")
           .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, c10::SymIntArrayRef,
                             std::optional<double>, std::optional<c10::string_view>)>();
-  static const auto rope = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("tileops::position_rope_neox_fwd_writes_k_writes_q", "")
-                               .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                           std::optional<c10::string_view>)>();
+  using Rope = void(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+                    std::optional<c10::string_view>);
+  static const auto rope_neox = c10::Dispatcher::singleton()
+                                    .findSchemaOrThrow("tileops::position_rope_neox_fwd_writes_k_writes_q", "")
+                                    .typed<Rope>();
+  static const auto rope_gptj = c10::Dispatcher::singleton()
+                                    .findSchemaOrThrow("tileops::position_rope_non_neox_fwd_writes_k_writes_q", "")
+                                    .typed<Rope>();
   const c10::SymInt head_dim = q.sym_size(2);  // SymInt: dynamic shapes trace without specialising
   const at::Tensor qn = rms_norm.call(q, q_weight, c10::SymIntArrayRef(&head_dim, 1), eps, std::nullopt);
   const at::Tensor kn = rms_norm.call(k, k_weight, c10::SymIntArrayRef(&head_dim, 1), eps, std::nullopt);
-  rope.call(positions, qn, kn, cos_sin_cache, std::nullopt);
+  (is_neox ? rope_neox : rope_gptj).call(positions, qn, kn, cos_sin_cache, std::nullopt);
   q.copy_(qn);
   k.copy_(kn);
 }

@@ -8,15 +8,17 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tileops
-from tileops.activation import (GeluAndMulFwdOp, GeluFwdOp, GeluTanhAndMulFwdOp, ReluFwdOp, SigmoidFwdOp,
-                                SiluAndMulFwdOp, SiluFwdOp)
+from tileops.activation import (FatreluAndMulFwdOp, GeluAndMulFwdOp, GeluFwdOp, GeluTanhAndMulFwdOp,
+                                MulAndSiluFwdOp, QuickGeluFwdOp, ReluFwdOp, SigmoidFwdOp, SiluAndMulFwdOp, SiluFwdOp,
+                                SwigluOAIAndMulFwdOp)
 
 ops = torch.ops.tileops
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 TOL = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3, atol=1e-3),
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
 
-from support.activation_cases import GATED, IN_PLACE, INT_DTYPES, UNARY, gated_ref, int_sample, promoted  # noqa: E402
+from support.activation_cases import (GATED, GATED_FORMULAS, IN_PLACE, INT_DTYPES, UNARY, formula_ref,  # noqa: E402
+                                      gated_ref, int_sample, promoted)
 
 
 def sample(shape, dtype):
@@ -257,6 +259,115 @@ def test_wrong_out_buffers_are_clear_errors(name):
         op_out(x, torch.empty(6, 40, device="meta"))
 
 
+# ---- gated ops with another layout or params: MulAndSilu, FatreluAndMul, SwigluOAIAndMul ----------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+@pytest.mark.parametrize("shape", [(1, 2), (3, 46), (2, 5, 256), (7, 1000), (0, 8)], ids=str)
+def test_gated_formula_ops_match_their_formula(name, dtype, shape):
+    op, _, params, formula = GATED_FORMULAS[name]
+    x = sample(shape, dtype)
+    y = op(x, *params)
+    assert y.shape == (*shape[:-1], shape[-1] // 2) and y.dtype == dtype and y.is_contiguous()
+    torch.testing.assert_close(y, formula_ref(name, x), rtol=0, atol=0)  # fp32 math, one rounding
+    loose = {k: 2 * v for k, v in TOL[dtype].items()}  # x's dtype rounds after every op: an ulp or two
+    torch.testing.assert_close(y, formula(x, *params), **loose)
+
+
+def test_mul_and_silu_takes_the_gate_from_the_second_half():
+    x = sample((5, 64), torch.float32)
+    swapped = torch.cat([x[:, 32:], x[:, :32]], -1)
+    torch.testing.assert_close(MulAndSiluFwdOp()(x), SiluAndMulFwdOp()(swapped), rtol=0, atol=0)
+    assert not torch.allclose(MulAndSiluFwdOp()(x), SiluAndMulFwdOp()(x))
+
+
+def test_fatrelu_threshold_reaches_the_kernel_and_nan_stays_nan():
+    gate = torch.tensor([float("nan"), -1.0, 0.0, 0.25, 0.3, 1.0, float("inf")])
+    x = torch.cat([gate, torch.full_like(gate, 2.0)])[None]
+    nan = float("nan")
+    torch.testing.assert_close(ops.activation_fatrelu_and_mul_fwd(x, 0.0)[0],
+                               torch.tensor([nan, 0.0, 0.0, 0.5, 0.6, 2.0, float("inf")]), equal_nan=True)
+    torch.testing.assert_close(FatreluAndMulFwdOp(threshold=0.25)(x)[0],  # at the threshold: 0
+                               torch.tensor([nan, 0.0, 0.0, 0.0, 0.6, 2.0, float("inf")]), equal_nan=True)
+    torch.testing.assert_close(FatreluAndMulFwdOp(-2.0)(x)[0], 2 * gate, equal_nan=True)  # negative thresholds too
+    assert FatreluAndMulFwdOp().threshold == 0.0  # vLLM's default
+
+
+def test_fatrelu_compares_with_the_unrounded_threshold():
+    # bf16(0.1) = 0.10009765625 > 0.1: kept, as vLLM's kernel (float32 threshold) and F.threshold do.
+    g = torch.tensor([0.10009765625, 0.099609375], dtype=torch.bfloat16)
+    x = torch.cat([g, torch.ones_like(g)])
+    torch.testing.assert_close(ops.activation_fatrelu_and_mul_fwd(x, 0.1), F.threshold(g, 0.1, 0.0), rtol=0, atol=0)
+    assert float(ops.activation_fatrelu_and_mul_fwd(x, 0.1)[0]) == 0.10009765625
+
+
+def test_swiglu_oai_is_interleaved_and_clamps():
+    gate = torch.tensor([-20.0, -1.0, 0.0, 1.0, 6.5, 7.0, 20.0, float("nan"), 1.0])
+    up = torch.tensor([-20.0, 0.5, 3.0, -8.0, 6.0, 9.0, 1.0, 1.0, float("nan")])
+    x = torch.stack([gate, up], -1).flatten()[None]  # [g0, u0, g1, u1, ...]
+    y = SwigluOAIAndMulFwdOp()(x)[0]
+    g, u = gate.clamp(max=7.0), up.clamp(-7.0, 7.0)
+    expected = (u + 1) * g * torch.sigmoid(1.702 * g)
+    torch.testing.assert_close(y, expected, equal_nan=True)
+    assert torch.isnan(y[-2]) and torch.isnan(y[-1])  # NaN stays NaN (torch.clamp), gate or up
+    assert y[6] == 2 * 7.0 * torch.sigmoid(torch.tensor(1.702 * 7.0))  # gate 20 clamps to 7
+    halves = torch.cat([gate, up])[None]  # the [gate | up] layout gives another result
+    assert not torch.allclose(SwigluOAIAndMulFwdOp()(halves), y[None], equal_nan=True)
+
+
+def test_swiglu_oai_params_reach_the_kernel():
+    x = sample((4, 64), torch.float32)
+    base = SwigluOAIAndMulFwdOp()(x)
+    for alpha, limit in [(1.0, 7.0), (1.702, 1.0)]:
+        op = SwigluOAIAndMulFwdOp(alpha=alpha, limit=limit)
+        y = op(x)
+        torch.testing.assert_close(y, formula_ref("swiglu_oai_and_mul", x, (alpha, limit)), rtol=0, atol=0)
+        assert not torch.equal(y, base)
+    assert (SwigluOAIAndMulFwdOp().alpha, SwigluOAIAndMulFwdOp().limit) == (1.702, 7.0)  # gpt-oss's
+
+
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+def test_gated_formula_ops_non_contiguous_input_and_out(name):
+    op, op_out, params, _ = GATED_FORMULAS[name]
+    x = sample((64, 24), torch.float32).t()  # (24, 64), strides (1, 24)
+    torch.testing.assert_close(op(x, *params), formula_ref(name, x.contiguous()), rtol=0, atol=0)
+    storage = torch.full((32, 48), 7.0)
+    out = storage.t()[::2]  # (24, 32) view
+    assert op_out(x, out, *params) is None
+    torch.testing.assert_close(out, formula_ref(name, x.contiguous()), rtol=0, atol=0)
+    assert torch.equal(storage.t()[1::2], torch.full((24, 32), 7.0))
+
+
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+def test_gated_formula_ops_errors_and_meta(name, counters):
+    op, op_out, params, _ = GATED_FORMULAS[name]
+    with pytest.raises(RuntimeError, match=rf"tileops::activation_{name}_fwd: 'x' must have shape "
+                                           r"\[\.\.\., 2\*d\], got \[3, 7\]"):
+        op(torch.randn(3, 7), *params)
+    with pytest.raises(TypeError, match=rf"tileops::activation_{name}_fwd: 'x' must have dtype "
+                                        r"float16 \| bfloat16 \| float32, got float64"):
+        op(torch.ones(2, 8, dtype=torch.float64), *params)
+    with pytest.raises(RuntimeError, match=rf"tileops::activation_{name}_fwd_out: 'out' must have shape \[6, 40\]"):
+        op_out(torch.randn(6, 80), torch.empty(6, 80), *params)
+    y = op(torch.empty(3, 5, 64, device="meta", dtype=torch.float16), *params)
+    assert y.shape == (3, 5, 32) and y.dtype == torch.float16 and y.stride() == (160, 32, 1)
+    with FakeTensorMode():
+        assert op(torch.empty(10, 256, dtype=torch.bfloat16), *params).shape == (10, 128)
+    assert counters()["kernel_builds"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+def test_gated_formula_ops_compile_with_their_params(name):
+    torch._dynamo.reset()
+    op, _, params, _ = GATED_FORMULAS[name]
+    cls = {"mul_and_silu": MulAndSiluFwdOp, "fatrelu_and_mul": FatreluAndMulFwdOp,
+           "swiglu_oai_and_mul": SwigluOAIAndMulFwdOp}[name]
+    inst = cls(*params)
+    x = sample((6, 128), torch.float32)
+    got = torch.compile(lambda t: inst(t) * 2, fullgraph=True, dynamic=True, backend="aot_eager")(x)
+    torch.testing.assert_close(got, formula_ref(name, x) * 2, rtol=0, atol=0)
+
+
 # ---- errors ---------------------------------------------------------------------------------------
 
 OPERATORS = [(n, UNARY[n][0]) for n in ("relu", "silu", "gelu")] + [(n, GATED[n][0]) for n in sorted(GATED)]
@@ -341,6 +452,10 @@ def _opcheck_cases():
         cases.append((name, op, lambda: (sample((4, 24), torch.bfloat16),)))
         cases.append((f"{name}_out", op_out,
                       lambda: (sample((4, 24), torch.bfloat16), torch.empty(4, 12, dtype=torch.bfloat16))))
+    for name, (op, op_out, params, _) in GATED_FORMULAS.items():
+        cases.append((name, op, lambda p=params: (sample((4, 24), torch.bfloat16), *p)))
+        cases.append((f"{name}_out", op_out,
+                      lambda p=params: (sample((4, 24), torch.bfloat16), torch.empty(4, 12, dtype=torch.bfloat16), *p)))
     return cases
 
 

@@ -38,6 +38,24 @@ def test_written_inputs_are_checked_for_overlap_before_any_copy(golden):
     assert "require_no_overlap(kOp, \"positions\"" not in body          # two read inputs may share memory
 
 
+def test_an_optional_written_input_is_touched_only_when_present(golden):
+    # RoPE's key=None: every use of k in the boundary (overlap checks, the contiguous copy, the write-back)
+    # and the autograd guard's version bump sit behind its presence test.
+    name = "position_rope_optional_key_fwd_writes_k_writes_q"
+    body, text = boundary(golden["RopeOptionalKeyFwdOp"], name)
+    present = "tileops::check::present(k)"
+    assert emit_cpp.schema(golden["RopeOptionalKeyFwdOp"], golden["RopeOptionalKeyFwdOp"].branches[0]).startswith(
+        f"{name}(Tensor positions, Tensor(a!) q, Tensor(b!)? k, Tensor cos_sin_cache")
+    for check in (f'if ({present}) tileops::check::require_no_internal_overlap(kOp, "k", (*k));',
+                  f'if ({present}) tileops::check::require_no_overlap(kOp, "q", q, "k", (*k));',
+                  f"at::Tensor w_k = !{present} ? at::Tensor() : (*k).is_contiguous()",
+                  f"if ({present} && !w_k.is_same((*k))) (*k).copy_(w_k);",
+                  f"if ({present}) tileops::runtime::bump_version((*k));"):
+        assert check in text, check
+    unguarded = [line for line in text.splitlines() if "(*k)" in line and present not in line and "const auto s" not in line]
+    assert unguarded == [], unguarded
+
+
 def test_out_is_checked_before_any_allocation_and_its_grad_refused(golden):
     body, text = boundary(golden["SiluAndMulFwdOp"], "activation_silu_and_mul_fwd_out")
     for check in ("require_out_like(kOp, out", 'require_no_internal_overlap(kOp, "out", out)',

@@ -27,4 +27,8 @@ CONTRACT = {
     "SiluAndMulFwdOp": _make("SiluAndMulFwdOp", 128),
     "GeluAndMulFwdOp": _make("GeluAndMulFwdOp", 128),
     "GeluTanhAndMulFwdOp": _make("GeluTanhAndMulFwdOp", 128),
+    "QuickGeluFwdOp": _make("QuickGeluFwdOp", 64),
+    "MulAndSiluFwdOp": _make("MulAndSiluFwdOp", 128),
+    "FatreluAndMulFwdOp": _make("FatreluAndMulFwdOp", 128, threshold=0.1),
+    "SwigluOAIAndMulFwdOp": _make("SwigluOAIAndMulFwdOp", 128, alpha=1.5, limit=6.0),
 }

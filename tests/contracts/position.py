@@ -1,5 +1,6 @@
 """Cold-compile contract entries of the position family (see tests/compile_contract.py). Only the
-RoPE ops have a boundary: AlibiFwdOp/SinusoidalFwdOp have no tensor inputs, QKNormRopeFwdOp is composite."""
+RoPE ops (3-D and flat) have a boundary: AlibiFwdOp/SinusoidalFwdOp have no tensor inputs,
+QKNormRopeFwdOp is composite."""
 import torch
 
 
@@ -15,7 +16,23 @@ def _rope(name):
     return make
 
 
+def _rope_flat(name):
+    # vLLM's call: q/k as [t, heads * head_size], int32 positions with per-token offsets.
+    def make(device):
+        import tileops.position as pos
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+        positions = (torch.arange(8, device=device) % 5).int()
+        offsets = torch.full((8,), 3, device=device, dtype=torch.int32)
+        q = torch.randn(8, 4 * 64, device=device, dtype=dtype)
+        k = torch.randn(8, 2 * 64, device=device, dtype=dtype)
+        angle = torch.arange(16, device=device, dtype=torch.float32)[:, None] * torch.rand(16, device=device)
+        return getattr(pos, name)(head_size=64), (positions, q, k, torch.cat([angle.cos(), angle.sin()], -1), offsets)
+    return make
+
+
 CONTRACT = {
     "RopeNeoxFwdOp": _rope("RopeNeoxFwdOp"),
     "RopeNonNeoxFwdOp": _rope("RopeNonNeoxFwdOp"),
+    "RopeNeoxFlatFwdOp": _rope_flat("RopeNeoxFlatFwdOp"),
+    "RopeNonNeoxFlatFwdOp": _rope_flat("RopeNonNeoxFlatFwdOp"),
 }

@@ -17,7 +17,8 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 # One rounding of the same fp32 math: at most an ulp of the dtype apart from torch.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3, atol=1e-3),
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
-from support.activation_cases import GATED, IN_PLACE, INT_DTYPES, UNARY, gated_ref, int_sample, promoted  # noqa: E402
+from support.activation_cases import (GATED, GATED_FORMULAS, IN_PLACE, INT_DTYPES, UNARY, formula_ref,  # noqa: E402
+                                      gated_ref, int_sample, promoted)
 
 
 def sample(shape, dtype, offset=0):
@@ -115,6 +116,7 @@ EXACT64 = {
     "gelu_none": lambda x: 0.5 * x * torch.special.erfc(-x / 2 ** 0.5),
     # 0.5 * (1 + tanh(u)) cancels for very negative x even in float64; it equals sigmoid(2u).
     "gelu_tanh": lambda x: x * torch.sigmoid(2 * 0.7978845608028654 * (x + 0.044715 * x ** 3)),
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
 }
 
 
@@ -196,6 +198,62 @@ def test_gated_out_buffers(name):
     misaligned = torch.empty(1 + 64 * 256, device="cuda", dtype=torch.bfloat16)[1:].view(64, 256)
     op_out(x, misaligned)
     torch.testing.assert_close(misaligned, gated_ref(act, x), **TOL[torch.bfloat16])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+@pytest.mark.parametrize("shape", [(1, 2), (7, 46), (3, 5, 256), (333, 2000), (2048, 5760), (1, 28672)], ids=str)
+@pytest.mark.parametrize("offset", [0, 1], ids=["aligned", "misaligned"])
+def test_gated_formula_ops_match_their_formula(name, dtype, shape, offset):
+    # MulAndSilu (gate second), FatreluAndMul (threshold), SwigluOAIAndMul (interleaved, alpha, limit):
+    # the float32 formula rounded once, within an ulp; the reference target on the same device too.
+    op, _, params, _ = GATED_FORMULAS[name]
+    x = sample(shape, dtype, offset)
+    y = op(x, *params)
+    assert y.shape == (*shape[:-1], shape[-1] // 2) and y.is_contiguous()
+    torch.testing.assert_close(y, formula_ref(name, x), **TOL[dtype])
+    torch.testing.assert_close(y, op(x, *params, target="reference"), **TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(GATED_FORMULAS))
+def test_gated_formula_ops_out_buffers_and_non_contiguous_input(name):
+    op, op_out, params, _ = GATED_FORMULAS[name]
+    x = sample((64, 512), torch.bfloat16)
+    storage = torch.zeros(256, 128, device="cuda", dtype=torch.bfloat16)
+    nc = storage.t()[::2]  # (64, 256), non-contiguous
+    op_out(x, nc, *params)
+    torch.testing.assert_close(nc, formula_ref(name, x), **TOL[torch.bfloat16])
+    assert not storage.t()[1::2].any()
+    misaligned = torch.empty(1 + 64 * 256, device="cuda", dtype=torch.bfloat16)[1:].view(64, 256)
+    op_out(x, misaligned, *params)
+    torch.testing.assert_close(misaligned, formula_ref(name, x), **TOL[torch.bfloat16])
+    xt = sample((512, 64), torch.float16).t()
+    torch.testing.assert_close(op(xt, *params), formula_ref(name, xt), **TOL[torch.float16])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gated_formula_ops_special_values(dtype):
+    nan, inf = float("nan"), float("inf")
+    gate = torch.tensor([nan, -inf, -20.0, -1.0, 0.0, 0.25, 0.5, 6.5, 7.0, 20.0, inf, 1.0] * 8, device="cuda")
+    up = torch.tensor([1.0, 2.0, -20.0, 0.5, 3.0, -8.0, 6.0, 9.0, 1.0, 1.0, 2.0, nan] * 8, device="cuda")
+    halves = torch.cat([gate, up])[None].to(dtype)
+    interleaved = torch.stack([gate, up], -1).flatten()[None].to(dtype)
+    for name, x in (("fatrelu_and_mul", halves), ("mul_and_silu", halves), ("swiglu_oai_and_mul", interleaved)):
+        op, _, params, _ = GATED_FORMULAS[name]
+        torch.testing.assert_close(op(x, *params), formula_ref(name, x), equal_nan=True, **TOL[dtype])
+    assert torch.isnan(ops.activation_fatrelu_and_mul_fwd(halves, 0.0)[0, 0])  # NaN gate: NaN, not 0
+
+
+def test_gated_formula_params_are_launch_arguments(counters):
+    tileops.clear_kernel_caches()
+    x = sample((16, 1024), torch.bfloat16)
+    for t in (0.0, 0.5, -1.0):
+        torch.testing.assert_close(ops.activation_fatrelu_and_mul_fwd(x, t), formula_ref("fatrelu_and_mul", x, (t,)),
+                                   **TOL[torch.bfloat16])
+    for alpha, limit in ((1.702, 7.0), (1.0, 2.0)):
+        torch.testing.assert_close(ops.activation_swiglu_oai_and_mul_fwd(x, alpha, limit),
+                                   formula_ref("swiglu_oai_and_mul", x, (alpha, limit)), **TOL[torch.bfloat16])
+    assert counters()["kernel_builds"] == 2  # one kernel per op, whatever the params
 
 
 def test_gated_non_contiguous_input():

@@ -1,7 +1,8 @@
 // Every specialisation of the activation kernels (unary and gated; 4 activations; 3 dtypes; every
-// access width; sigmoid from each of its 9 x dtypes) compiles with NVRTC to CUBIN for sm_80 and
-// sm_90a (no GPU needed), and the access width follows the pointers' alignment, the gated row width
-// and, for integer x, both element sizes.
+// access width; sigmoid from each of its 9 x dtypes; QuickGELU and the gated ops with another
+// layout or scalars) compiles with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and the
+// access width follows the pointers' alignment, the gated row width and, for integer x, both
+// element sizes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 namespace {
 
 using tileops::nvrtc::Act;
+using tileops::nvrtc::GateLayout;
 using ActivationPlan = tileops::nvrtc::ActivationSpec;
 using tileops::nvrtc::activation_vec;
 
@@ -49,6 +51,62 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Act::Relu, Act::Silu, Act::Gelu, Act::GeluTanh), ::testing::Bool(),
                        ::testing::Values("sm_80", "sm_90a")),
     ParamName);
+
+// QuickGeluFwdOp (unary_fwd) and MulAndSilu, FatreluAndMul, SwigluOAIAndMul (gated_layout_fwd), at
+// every access width.
+struct Variant {
+  const char* name;
+  Act act;
+  bool gated;
+  GateLayout layout;
+};
+const Variant kVariants[] = {{"quick_gelu", Act::QuickGelu, false, GateLayout::First},
+                             {"mul_and_silu", Act::Silu, true, GateLayout::Second},
+                             {"fatrelu_and_mul", Act::FatRelu, true, GateLayout::First},
+                             {"swiglu_oai_and_mul", Act::SwigluOai, true, GateLayout::Interleaved}};
+
+class VariantCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, int, const char*>> {};
+
+TEST_P(VariantCompiles, EveryAccessWidthToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [dtype, index, arch] = GetParam();
+  const Variant& v = kVariants[index];
+  for (int vec = 1; vec <= 16 / static_cast<int>(c10::elementSize(dtype)); vec *= 2) {
+    const ActivationPlan p{dtype, v.act, v.gated, vec, c10::ScalarType::Undefined, v.layout};
+    const auto src = tileops::nvrtc::activation_source(p, arch);
+    const auto cubin = tileops::jit::compile_to_cubin(src);
+    ASSERT_GT(cubin.image.size(), 4u) << src.name;
+    EXPECT_NE(cubin.lowered_name.find(v.gated ? "gated_layout_fwd" : "unary_fwd"), std::string::npos) << src.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, VariantCompiles,
+                         ::testing::Combine(::testing::Values(c10::kHalf, c10::kBFloat16, c10::kFloat),
+                                            ::testing::Range(0, 4), ::testing::Values("sm_80", "sm_90a")),
+                         [](const auto& info) {
+                           return std::string(c10::toString(std::get<0>(info.param))) + "_" +
+                                  kVariants[std::get<1>(info.param)].name + "_" + std::get<2>(info.param);
+                         });
+
+TEST(ActivationPlan, OnlyTheNewGatedOpsTakeTheLayoutKernel) {
+  // The [gate | up] act(gate) * up ops keep gated_fwd (names and template arguments unchanged).
+  for (Act a : {Act::Silu, Act::Gelu, Act::GeluTanh}) {
+    const ActivationPlan p{c10::kBFloat16, a, true, 8};
+    EXPECT_FALSE(p.layout_kernel());
+    EXPECT_EQ(tileops::nvrtc::activation_source(p, "sm_90a").name_expression.rfind("tileops::gated_fwd<", 0), 0u);
+  }
+  const ActivationPlan mul_silu{c10::kBFloat16, Act::Silu, true, 8, c10::ScalarType::Undefined, GateLayout::Second};
+  EXPECT_TRUE(mul_silu.layout_kernel());
+  EXPECT_EQ(tileops::nvrtc::activation_name(mul_silu, "sm_90a"), "gated_fwd__silu_up_gate__bf16__v8__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::activation_source(mul_silu, "sm_90a").name_expression,
+            "tileops::gated_layout_fwd<tileops::bf16, 1, 1, 8, 4>");
+  const ActivationPlan oai{c10::kHalf, Act::SwigluOai, true, 8, c10::ScalarType::Undefined, GateLayout::Interleaved};
+  EXPECT_EQ(tileops::nvrtc::activation_name(oai, "sm_90a"), "gated_fwd__swiglu_oai_interleaved__f16__v8__sm_90a");
+  const ActivationPlan fatrelu{c10::kFloat, Act::FatRelu, true, 4};
+  EXPECT_TRUE(fatrelu.layout_kernel());  // [gate | up], but a threshold to pass
+  EXPECT_FALSE(mul_silu == (ActivationPlan{c10::kBFloat16, Act::Silu, true, 8}));  // layout is part of the identity
+  EXPECT_NE(mul_silu.hash(), (ActivationPlan{c10::kBFloat16, Act::Silu, true, 8}).hash());
+}
 
 // SigmoidFwdOp: x of every dtype its manifest takes, y = promote_int_to_float(x): the unary kernel with
 // different load and store types (int32 -> float32 among them), at the widest step and at one element.

@@ -1,7 +1,8 @@
-"""Position family on the GPU (nvrtc target): RoPE (both styles, every allowed cache dtype) against
+"""Position family on the GPU (nvrtc target): RoPE (both styles, every allowed cache dtype; int32
+positions, key=None, the flat [t, heads * head_size] form with per-token offsets) against
 independent float64 formulas and the reference target, access-width paths, write-back, out-of-range
-tokens, CUDA graph replay; the sinusoidal table and ALiBi slopes against their formulas; the composite. Skipped without
-a GPU (conftest)."""
+tokens, CUDA graph replay; the sinusoidal table and ALiBi slopes against their formulas; the
+composite in both styles. Skipped without a GPU (conftest)."""
 import math
 
 import pytest
@@ -10,11 +11,13 @@ import torch._dynamo
 
 import tileops
 from position.rope_formulas import CACHE_COMBOS, REFUSED_COMBOS, assert_rope_close, make_cache, rope_ref
-from tileops.position import QKNormRopeFwdOp, RopeNeoxFwdOp
+from tileops.position import QKNormRopeFwdOp, RopeNeoxFlatFwdOp, RopeNeoxFwdOp
 
 pytestmark = pytest.mark.gpu
 OPS = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
        False: torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q}
+FLAT = {True: torch.ops.tileops.position_rope_neox_flat_fwd_writes_k_writes_q,
+        False: torch.ops.tileops.position_rope_non_neox_flat_fwd_writes_k_writes_q}
 STYLES = [True, False]
 STYLE_IDS = ["neox", "gptj"]
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
@@ -216,3 +219,127 @@ def test_qk_norm_rope_composite_on_gpu(dtype, cache_dtype):
     OPS[True](positions, qn, kn, cache)
     QKNormRopeFwdOp(eps=1e-6)(positions, q, k, qw, kw, cache)
     assert torch.equal(q, qn) and torch.equal(k, kn)  # the composite is exactly its sub-ops
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_qk_norm_rope_gptj_composite_on_gpu(dtype):
+    positions, q, k, cache = inputs(256, 16, 4, 128, 64, dtype)
+    qw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
+    kw = torch.rand(128, device="cuda", dtype=dtype) + 0.5
+    qn, kn = (torch.ops.tileops.norm_rms_norm_fwd(x, w, [128], 1e-6) for x, w in ((q, qw), (k, kw)))
+    q_ref, k_ref = rope_ref(positions, qn, cache, False), rope_ref(positions, kn, cache, False)
+    OPS[False](positions, qn, kn, cache)
+    QKNormRopeFwdOp(eps=1e-6, is_neox=False)(positions.int(), q, k, qw, kw, cache)
+    assert torch.equal(q, qn) and torch.equal(k, kn)
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+
+
+# ---- int32 positions, key=None, the flat form with offsets ------------------------------------------
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("t,hq,hk,d,rot", [(1, 32, 8, 128, 128), (1000, 32, 8, 128, 128), (37, 16, 2, 80, 32),
+                                           (5, 3, 1, 65, 64), (300, 1, 1, 64, 2)])
+def test_int32_positions_and_key_none(neox, dtype, t, hq, hk, d, rot):
+    positions, q, k, cache = inputs(t, hq, hk, d, rot, dtype)
+    q64, k64 = q.clone(), k.clone()
+    OPS[neox](positions, q64, k64, cache)
+    q32, k32 = q.clone(), k.clone()
+    OPS[neox](positions.int(), q32, k32, cache)
+    assert torch.equal(q32, q64) and torch.equal(k32, k64)  # the same math, another index type
+    q_only = q.clone()
+    OPS[neox](positions, q_only, None, cache)
+    assert torch.equal(q_only, q64)  # q alone: the rows the call with a key gives
+    assert_rope_close(q_only, rope_ref(positions, q, cache, neox))
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index", [torch.int64, torch.int32], ids=str)
+@pytest.mark.parametrize("t,hq,hk,d,rot", [(1, 32, 8, 128, 128), (1000, 32, 8, 128, 128), (37, 16, 2, 80, 32),
+                                           (5, 3, 1, 65, 64), (11, 4, 2, 128, 24)])
+def test_flat_form_with_offsets_matches_formula_and_reference(neox, dtype, index, t, hq, hk, d, rot):
+    positions = torch.randint(0, 2048, (t,), device="cuda", dtype=index)
+    offsets = torch.randint(0, 2048, (t,), device="cuda", dtype=index)
+    q = torch.randn(t, hq * d, device="cuda", dtype=dtype)
+    k = torch.randn(t, hk * d, device="cuda", dtype=dtype)
+    cache = make_cache(4096, rot).cuda()
+    rows = positions.long() + offsets.long()
+    q_ref = rope_ref(rows, q.view(t, hq, d), cache, neox).flatten(1)
+    k_ref = rope_ref(rows, k.view(t, hk, d), cache, neox).flatten(1)
+    q_r, k_r = q.clone(), k.clone()
+    FLAT[neox](positions, q, k, cache, offsets, d)
+    FLAT[neox](positions, q_r, k_r, cache, offsets, d, target="reference")
+    assert_rope_close(q, q_ref)
+    assert_rope_close(k, k_ref)
+    tol = torch.finfo(dtype).eps * 2
+    torch.testing.assert_close(q, q_r, rtol=tol, atol=tol)
+    torch.testing.assert_close(k, k_r, rtol=tol, atol=tol)
+    q_only = torch.randn(t, hq * d, device="cuda", dtype=dtype)  # key=None, no offsets
+    q_only_ref = rope_ref(positions.long(), q_only.view(t, hq, d), cache, neox).flatten(1)
+    FLAT[neox](positions, q_only, None, cache, None, d)
+    assert_rope_close(q_only, q_only_ref)
+
+
+def test_flat_out_of_range_rows_are_left_unchanged_on_the_gpu():
+    positions, q, k, cache = inputs(8, 4, 2, 64, 64, torch.bfloat16, max_pos=16)
+    q, k = q.flatten(1), k.flatten(1)
+    offsets = torch.zeros(8, dtype=torch.long, device="cuda")
+    positions[3], offsets[3] = 10, 6  # row 16 of a 16-row cache
+    positions[5], offsets[5] = 3, -4  # row -1
+    q0, k0 = q.clone(), k.clone()
+    FLAT[True](positions, q, k, cache, offsets, 64)
+    torch.cuda.synchronize()
+    for i in (3, 5):
+        assert torch.equal(q[i], q0[i]) and torch.equal(k[i], k0[i])
+
+
+def test_index_type_and_offsets_are_part_of_the_build_identity(counters):
+    def cubins():
+        c = counters()
+        return c["nvrtc_compiles"] + c["disk_cache_hits"]
+
+    tileops.clear_kernel_caches()
+    positions, q, k, cache = inputs(16, 8, 2, 128, 128, torch.bfloat16)
+    OPS[True](positions, q, k, cache)
+    OPS[True](positions, q, None, cache)  # key=None: the same kernel (no k heads)
+    assert counters()["kernel_builds"] == 1 and cubins() == 1
+    OPS[True](positions.int(), q, k, cache)  # int32 positions: rope_indexed_fwd
+    assert counters()["kernel_builds"] == 2 and cubins() == 2
+    qf, kf = q.flatten(1), k.flatten(1)
+    FLAT[True](positions, qf, kf, cache, None, 128)  # the flat op without offsets: the 3-D op's CUBIN
+    assert counters()["kernel_builds"] == 3 and cubins() == 2
+    FLAT[True](positions, qf, kf, cache, positions, 128)
+    FLAT[True](positions.int(), qf, kf, cache, positions.int(), 128)
+    assert counters()["kernel_builds"] == 5 and cubins() == 4
+
+
+def test_flat_form_cuda_graph_and_compile():
+    positions = torch.randint(0, 2048, (64,), device="cuda", dtype=torch.int32)
+    offsets = torch.randint(0, 2048, (64,), device="cuda", dtype=torch.int32)
+    q = torch.randn(64, 8 * 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(64, 2 * 128, device="cuda", dtype=torch.bfloat16)
+    cache = make_cache(4096, 128).cuda()
+    op = RopeNeoxFlatFwdOp(head_size=128)
+    op(positions, q.clone(), k.clone(), cache, offsets)  # warm-up builds
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        op(positions, q, k, cache, offsets)
+    q.copy_(torch.randn_like(q))
+    q_ref = rope_ref(positions.long() + offsets.long(), q.view(64, 8, 128), cache, True).flatten(1)
+    g.replay()
+    torch.cuda.synchronize()
+    assert_rope_close(q, q_ref)
+    torch._dynamo.reset()
+    q2 = torch.randn_like(q)
+    q3 = q2.clone()
+
+    def fn(positions, q, cache, offsets):
+        op(positions, q, None, cache, offsets)
+        return q.float().sum()
+
+    torch.compile(fn, fullgraph=True)(positions, q2, cache, offsets)
+    op(positions, q3, None, cache, offsets)
+    assert torch.equal(q2, q3)

@@ -1,6 +1,6 @@
-// The position kernels (RoPE neox / GPT-J with a float32 or a q-dtype cache, sinusoidal table)
-// compile with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and the planners pick the access
-// widths the layout allows.
+// The position kernels (RoPE neox / GPT-J with a float32 or a q-dtype cache, int32 positions and
+// per-token offsets; sinusoidal table) compile with NVRTC to CUBIN for sm_80 and sm_90a (no GPU
+// needed), and the planners pick the access widths the layout allows.
 #include <gtest/gtest.h>
 
 #include "jit/cuda_driver.h"
@@ -112,6 +112,46 @@ TEST(RopePlan, NameCarriesTheIdentity) {
   EXPECT_NE(tileops::nvrtc::rope_source(p, "sm_90a").name_expression.find(
                 "tileops::rope_fwd<tileops::bf16, tileops::bf16, 128, 128, 8, true>"),
             std::string::npos);
+}
+
+// int32 positions and per-token offsets (rope_indexed_fwd): each index type, with and without offsets.
+class RopeIndexedCompiles
+    : public ::testing::TestWithParam<std::tuple<c10::ScalarType, bool, bool, const char*>> {};
+
+TEST_P(RopeIndexedCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [index, offsets, neox, arch] = GetParam();
+  auto p = plan_rope(c10::kBFloat16, 128, 128, neox, 8);
+  p.index_dtype = index;
+  p.offsets = offsets;
+  ASSERT_TRUE(p.indexed());
+  expect_cubin(tileops::nvrtc::rope_source(p, arch), arch, "rope_indexed_fwd");
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, RopeIndexedCompiles,
+                         ::testing::Values(std::make_tuple(c10::kInt, false, true, "sm_90a"),
+                                           std::make_tuple(c10::kInt, true, false, "sm_90a"),
+                                           std::make_tuple(c10::kLong, true, true, "sm_90a"),
+                                           std::make_tuple(c10::kInt, true, true, "sm_80")),
+                         [](const auto& info) {
+                           return std::string(c10::toString(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_offsets" : "") +
+                                  (std::get<2>(info.param) ? "_neox_" : "_gptj_") + std::get<3>(info.param);
+                         });
+
+TEST(RopePlan, IndexTypeAndOffsetsNameTheIndexedKernel) {
+  auto p = plan_rope(c10::kBFloat16, 128, 128, true, 8);
+  EXPECT_FALSE(p.indexed());  // int64 positions alone: rope_fwd, name unchanged
+  EXPECT_EQ(tileops::nvrtc::rope_source(p, "sm_90a").name_expression.rfind("tileops::rope_fwd<", 0), 0u);
+  p.index_dtype = c10::kInt;
+  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_fwd__bf16__cf32__d128_r128_v8__pi32__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::rope_source(p, "sm_90a").name_expression,
+            "tileops::rope_indexed_fwd<tileops::bf16, float, int, 128, 128, 8, true, false>");
+  auto o = plan_rope(c10::kBFloat16, 128, 128, true, 8);
+  o.offsets = true;
+  EXPECT_EQ(tileops::nvrtc::rope_name(o, "sm_90a"), "rope_neox_fwd__bf16__cf32__d128_r128_v8__pi64_off__sm_90a");
+  EXPECT_FALSE(o == p);
+  EXPECT_FALSE(o == plan_rope(c10::kBFloat16, 128, 128, true, 8));
 }
 
 class SinusoidalCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, const char*>> {};

@@ -1,6 +1,6 @@
 """QKNormRopeFwdOp, the first composite op: eager result equals the composition (per-head RMSNorm,
-then Neox RoPE, written into q and k); tracing decomposes it into the sub-ops' operators and never
-keeps its own; checks come from its manifest entry."""
+then Neox or GPT-J RoPE by is_neox, written into q and k); tracing decomposes it into the sub-ops'
+operators and never keeps its own; checks come from its manifest entry."""
 import glob
 import os
 
@@ -15,6 +15,7 @@ from tileops.position import QKNormRopeFwdOp
 OP = torch.ops.tileops.position_qk_norm_rope_fwd_writes_k_writes_q
 RMS = torch.ops.tileops.norm_rms_norm_fwd
 ROPE = torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q
+ROPE_GPTJ = torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q
 
 
 def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32, cache_dtype=torch.float32):
@@ -24,11 +25,11 @@ def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32, cache
             torch.rand(d, generator=g).to(dtype) + 0.5, make_cache(max_pos, rot, dtype=cache_dtype))
 
 
-def composition_ref(positions, q, k, qw, kw, cache, eps=None):
+def composition_ref(positions, q, k, qw, kw, cache, eps=None, neox=True):
     d = q.shape[-1]
     qn = torch.nn.functional.rms_norm(q.double(), [d], qw.double(), eps)
     kn = torch.nn.functional.rms_norm(k.double(), [d], kw.double(), eps)
-    return rope_ref(positions, qn, cache, True), rope_ref(positions, kn, cache, True)
+    return rope_ref(positions, qn, cache, neox), rope_ref(positions, kn, cache, neox)
 
 
 @pytest.mark.parametrize("dtype,cache_dtype", [(torch.float32, torch.float32), (torch.bfloat16, torch.float32),
@@ -45,6 +46,31 @@ def test_eager_equals_the_composition(dtype, cache_dtype, rot, eps):
     tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]  # two roundings (norm, then rope) in bf16
     torch.testing.assert_close(q.double(), q_ref, rtol=tol, atol=tol)
     torch.testing.assert_close(k.double(), k_ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("rot", [64, 32])
+def test_gptj_style_equals_its_composition(dtype, rot):
+    positions, q, k, qw, kw, cache = inputs(dtype=dtype, rot=rot)
+    q_ref, k_ref = composition_ref(positions, q, k, qw, kw, cache, 1e-6, neox=False)
+    qn, kn = RMS(q, qw, [64], 1e-6), RMS(k, kw, [64], 1e-6)
+    ROPE_GPTJ(positions, qn, kn, cache)
+    QKNormRopeFwdOp(eps=1e-6, is_neox=False)(positions, q, k, qw, kw, cache)
+    assert torch.equal(q, qn) and torch.equal(k, kn)  # bit for bit the GPT-J sub-op
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(q.double(), q_ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(k.double(), k_ref, rtol=tol, atol=tol)
+    neox = inputs(dtype=dtype, rot=rot)
+    OP(*neox, 1e-6, True)
+    assert not torch.allclose(neox[1], q)  # the two styles differ
+
+
+def test_int32_positions_pass_through():
+    args = inputs()
+    int32 = tuple(a.clone() for a in args)
+    OP(*args)
+    OP(int32[0].int(), *int32[1:])
+    assert torch.equal(args[1], int32[1]) and torch.equal(args[2], int32[2])
 
 
 def test_non_contiguous_q_is_written_back():
@@ -70,7 +96,8 @@ def _targets(gm):
     return out
 
 
-def test_tracing_decomposes_into_the_sub_ops():
+@pytest.mark.parametrize("neox", [True, False], ids=["neox", "gptj"])
+def test_tracing_decomposes_into_the_sub_ops(neox):
     torch._dynamo.reset()
     graphs = []
 
@@ -78,7 +105,7 @@ def test_tracing_decomposes_into_the_sub_ops():
         graphs.append(gm)
         return gm.forward
 
-    op = QKNormRopeFwdOp(eps=1e-6)
+    op = QKNormRopeFwdOp(eps=1e-6, is_neox=neox)
     fn = torch.compile(lambda *a: op(*a), fullgraph=True, backend=aot_autograd(fw_compiler=fw_compiler))
     args = inputs()
     eager = tuple(a.clone() for a in args)
@@ -87,7 +114,8 @@ def test_tracing_decomposes_into_the_sub_ops():
     assert torch.equal(args[1], eager[1]) and torch.equal(args[2], eager[2])  # compiled == eager, in place
     targets = _targets(graphs[0])
     assert targets.count(RMS.default) == 2, targets
-    assert targets.count(ROPE.default) == 1, targets
+    assert targets.count((ROPE if neox else ROPE_GPTJ).default) == 1, targets
+    assert (ROPE_GPTJ if neox else ROPE).default not in targets
     assert OP.default not in targets
 
 
@@ -119,7 +147,8 @@ def test_composite_and_rope_entries_agree_on_the_cache():
     from codegen.__main__ import load_ops
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ops = {o.cls: o for o in load_ops(sorted(glob.glob(os.path.join(root, "manifests", "*.yaml"))), root)}
-    composite, rope = ops["QKNormRopeFwdOp"], ops["RopeNeoxFwdOp"]
-    for name in ("q", "cos_sin_cache"):
-        assert composite.input(name).dtype == rope.input(name).dtype, name
-    assert composite.dtype_combos == rope.dtype_combos and len(rope.dtype_combos) == 5
+    composite = ops["QKNormRopeFwdOp"]
+    for rope in (ops["RopeNeoxFwdOp"], ops["RopeNonNeoxFwdOp"]):
+        for name in ("positions", "q", "cos_sin_cache"):
+            assert composite.input(name).dtype == rope.input(name).dtype, name
+        assert composite.dtype_combos == rope.dtype_combos and len(rope.dtype_combos) == 5

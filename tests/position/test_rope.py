@@ -1,6 +1,6 @@
 """RopeNeoxFwdOp / RopeNonNeoxFwdOp on CPU (reference target): values against independent float64
-formulas, partial rotary, write-back of non-contiguous q/k, out-of-range positions, errors naming
-the manifest rule, meta/fake, opcheck, torch.compile and the Op-class view."""
+formulas, partial rotary, int32 positions, key=None, write-back of non-contiguous q/k, out-of-range
+positions, errors naming the manifest rule, meta/fake, opcheck, torch.compile and the Op-class view."""
 import pytest
 import torch
 import torch._dynamo
@@ -65,6 +65,30 @@ def test_refused_cache_dtype_lists_the_allowed_combinations(neox, dtype, cache_d
     assert torch.equal(q, q0)
     with FakeTensorMode() as mode, pytest.raises(TypeError, match=message):  # the Meta kernel refuses it too
         OPS[neox](*(mode.from_tensor(x) for x in (positions, q, k, cache)))
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+def test_int32_positions_give_the_int64_result(neox):
+    positions, q, k, cache = inputs(9, 3, 2, 64, 32, torch.bfloat16)
+    q32, k32 = q.clone(), k.clone()
+    OPS[neox](positions, q, k, cache)
+    OPS[neox](positions.int(), q32, k32, cache)
+    assert torch.equal(q, q32) and torch.equal(k, k32)
+    assert not torch.equal(q, inputs(9, 3, 2, 64, 32, torch.bfloat16)[1])  # it did rotate
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_key_none_rotates_q_only(neox, dtype):
+    positions, q, _, cache = inputs(7, 4, 2, 64, 32, dtype)
+    q_ref = rope_ref(positions, q, cache, neox)
+    assert OPS[neox](positions, q, None, cache) is None
+    assert_rope_close(q, q_ref)
+    q2 = inputs(7, 4, 2, 64, 32, dtype)[1]
+    (RopeNeoxFwdOp() if neox else RopeNonNeoxFwdOp())(positions, q2, None, cache)  # the Op class too
+    assert torch.equal(q, q2)
+    with FakeTensorMode() as mode:
+        OPS[neox](*(mode.from_tensor(t) for t in (positions, q)), None, mode.from_tensor(cache))
 
 
 def test_styles_differ_and_position_zero_is_identity():
@@ -135,7 +159,8 @@ PREFIX = r"tileops::position_rope_non_neox_fwd_writes_k_writes_q: "
      r"'k' must have the dtype of 'q' \(same_as\(q\) = float32\), got float16"),
     (lambda a: a.update(q=a["q"].double(), k=a["k"].double()), TypeError,
      r"'q' must have dtype float16 \| bfloat16 \| float32, got float64"),
-    (lambda a: a.update(positions=a["positions"].int()), TypeError, r"'positions' must have dtype int64, got int32"),
+    (lambda a: a.update(positions=a["positions"].short()), TypeError,
+     r"'positions' must have dtype int64 \| int32, got int16"),
     (lambda a: a.update(cache=a["cache"].double()), TypeError,
      r"'cos_sin_cache' must have dtype float16 \| bfloat16 \| float32, got float64"),
     (lambda a: a.update(cache=a["cache"].half()), TypeError,
@@ -176,6 +201,29 @@ def test_opcheck(neox, dtype):
     if dtype != torch.float32:
         positions, q, k, _ = inputs(6, 4, 2, 64, 32, dtype)
         torch.library.opcheck(OPS[neox].default, (positions, q, k, make_cache(64, 32, dtype=dtype)))
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+def test_opcheck_int32_positions_and_no_key(neox):
+    positions, q, k, cache = inputs(6, 4, 2, 64, 32)
+    torch.library.opcheck(OPS[neox].default, (positions.int(), q, k, cache))
+    torch.library.opcheck(OPS[neox].default, (positions, q, None, cache))
+
+
+@pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)
+def test_compiled_without_key_and_with_int32_positions(neox):
+    torch._dynamo.reset()
+    positions, q, _, cache = inputs(8, 4, 2, 64, 64)
+    q2 = q.clone()
+    op = RopeNeoxFwdOp() if neox else RopeNonNeoxFwdOp()
+
+    def fn(positions, q, cache):
+        op(positions, q, None, cache)
+        return q + 1
+
+    out = torch.compile(fn, fullgraph=True, backend="aot_eager")(positions.int(), q, cache)
+    op(positions, q2, None, cache)
+    assert torch.equal(q, q2) and torch.equal(out, q2 + 1)
 
 
 @pytest.mark.parametrize("neox", STYLES, ids=STYLE_IDS)

@@ -14,6 +14,9 @@ UNARY = {
                   lambda x: F.gelu(x, approximate="tanh")),
     # No in-place branch: integer x gives float32 y, which x cannot hold (manifest comment).
     "sigmoid": (ops.activation_sigmoid_fwd, None, (), torch.sigmoid),
+    # No torch function: the formula in float32, rounded once (the manifest's ref_api).
+    "quick_gelu": (ops.activation_quick_gelu_fwd, ops.activation_quick_gelu_fwd_writes_x, (),
+                   lambda x: (x.float() * torch.sigmoid(1.702 * x.float())).to(x.dtype)),
 }
 # The unary ops with a _writes_x branch.
 IN_PLACE = sorted(n for n, case in UNARY.items() if case[1] is not None)
@@ -55,3 +58,42 @@ def gated_ref(act, x):
     """The ref_api formula in float32, rounded once to x's dtype."""
     xf, d = x.float(), x.shape[-1] // 2
     return (act(xf[..., :d]) * xf[..., d:]).to(x.dtype)
+
+
+def _mul_and_silu(x):
+    d = x.shape[-1] // 2
+    return x[..., :d] * F.silu(x[..., d:])
+
+
+def _fatrelu_and_mul(x, threshold):
+    d = x.shape[-1] // 2
+    gate = x[..., :d]
+    return torch.where(gate <= threshold, torch.zeros_like(gate), gate) * x[..., d:]  # NaN gates stay NaN
+
+
+def _swiglu_oai_and_mul(x, alpha, limit):
+    # vLLM's SwigluOAIAndMul.forward_native, as written there.
+    gate, up = x[..., ::2], x[..., 1::2]
+    gate = gate.clamp(min=None, max=limit)
+    up = up.clamp(min=-limit, max=limit)
+    return (up + 1) * (gate * torch.sigmoid(gate * alpha))
+
+
+# The gated ops with another layout or with params: name -> (plain operator, _out operator,
+# params as passed, formula of float32 x and the params).
+GATED_FORMULAS = {
+    "mul_and_silu": (ops.activation_mul_and_silu_fwd, ops.activation_mul_and_silu_fwd_out, (), _mul_and_silu),
+    "fatrelu_and_mul": (ops.activation_fatrelu_and_mul_fwd, ops.activation_fatrelu_and_mul_fwd_out, (0.25,),
+                        _fatrelu_and_mul),
+    "swiglu_oai_and_mul": (ops.activation_swiglu_oai_and_mul_fwd, ops.activation_swiglu_oai_and_mul_fwd_out,
+                           (1.702, 7.0), _swiglu_oai_and_mul),
+}
+
+
+def formula_ref(name, x, params=None):
+    """GATED_FORMULAS[name]'s formula in float32 (params as given, else the case's), rounded once."""
+    _, _, default, formula = GATED_FORMULAS[name]
+    p = default if params is None else params
+    # The ops take float params as float32 (as vLLM's kernels): round them the same way here.
+    p = tuple(float(torch.tensor(v, dtype=torch.float32)) for v in p)
+    return formula(x.float(), *p).to(x.dtype)

@@ -4,7 +4,9 @@
 
 namespace tileops {
 
-enum : int { kActRelu = 0, kActSilu = 1, kActGelu = 2, kActGeluTanh = 3, kActSigmoid = 4 };
+enum : int { kActRelu = 0, kActSilu = 1, kActGelu = 2, kActGeluTanh = 3, kActSigmoid = 4, kActQuickGelu = 5 };
+// Gated-only functions of a (gate, up) pair with run-time scalars (src/kernels/activation/gated_fwd.cuh).
+enum : int { kActFatRelu = 6, kActSwigluOai = 7 };
 
 namespace act_detail {
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -46,8 +48,8 @@ __device__ __forceinline__ float normal_cdf(float x) {
 // FAST (chosen by the kernels when the result is rounded to float16/bfloat16): the logistic
 // function from ex2.approx and rcp.approx (relative error ~2^-22, far below half an ulp of a
 // 16-bit result) instead of expf and an IEEE division, which made SiLU compute-bound on large tensors
-// (docs/PERF.md); GELU from normal_cdf above and tanh-GELU as x times a logistic. Limits agree with the
-// exact forms: 1/(1+inf) = 0, silu(-inf) and gelu(-inf) are NaN in both.
+// (docs/PERF.md); GELU from normal_cdf above, tanh-GELU and QuickGELU as x times a logistic. Limits
+// agree with the exact forms: 1/(1+inf) = 0, silu(-inf) and gelu(-inf) are NaN in both.
 template <int ACT, bool FAST = false>
 __device__ __forceinline__ float activate(float x) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -60,6 +62,8 @@ __device__ __forceinline__ float activate(float x) {
     return x * act_detail::rcp_approx(1.f + act_detail::exp2_approx(-2.f * kLog2e * u));
   } else if constexpr (FAST && ACT == kActGelu) {
     return x * act_detail::normal_cdf(x);
+  } else if constexpr (FAST && ACT == kActQuickGelu) {
+    return x * act_detail::rcp_approx(1.f + act_detail::exp2_approx(-1.702f * kLog2e * x));
   } else if constexpr (ACT == kActRelu) {
     return x <= 0.f ? 0.f : x;  // NaN fails the test and stays NaN, as torch.relu
   } else if constexpr (ACT == kActSilu) {
@@ -68,7 +72,10 @@ __device__ __forceinline__ float activate(float x) {
     return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));  // x * Phi(x), 1/sqrt(2)
   } else if constexpr (ACT == kActSigmoid) {
     return 1.f / (1.f + expf(-x));  // torch's formula; 0 for x -> -inf, 1 for x -> +inf
+  } else if constexpr (ACT == kActQuickGelu) {
+    return x / (1.f + expf(-1.702f * x));  // x * sigmoid(1.702 x), vLLM's gelu_quick formula
   } else {
+    static_assert(ACT == kActGeluTanh, "a gated-only function (gated_fwd.cuh) is not a unary activation");
     // F.gelu(approximate='tanh'): sqrt(2/pi) * (x + 0.044715 x^3)
     const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.f + tanhf(inner));

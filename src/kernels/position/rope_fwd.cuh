@@ -1,6 +1,8 @@
 // Rotary embedding in place on q [t, hq, HEAD_DIM] and k [t, hk, HEAD_DIM] (vLLM semantics; see
-// manifests/position.yaml). cos_sin_cache row p: cos in columns [0, ROT/2), sin in [ROT/2, ROT);
-// its element type C is float or T (dtype_combos), widened to float: the math is fp32 either way.
+// manifests/position.yaml; the flat [t, heads * HEAD_DIM] form is the same memory). cos_sin_cache
+// row p: cos in columns [0, ROT/2), sin in [ROT/2, ROT); its element type C is float or T
+// (dtype_combos), widened to float: the math is fp32 either way. p is positions[token] (int64, or
+// int32 in rope_indexed_fwd), plus offsets[token] when OFFSETS. Without a key, k is null and hk 0.
 //
 // Layout: a "unit" is P rotation pairs of one head. Neox (P = VEC): elements [u*P, +P) pair with
 // [ROT/2 + u*P, +P), two VEC-wide accesses. GPT-J (P = VEC/2, or 1 when VEC == 1): the 2P
@@ -24,10 +26,11 @@ struct RopeShape {
   static constexpr int kLanes = kUnits < 128 ? kUnits : 128;
 };
 
-template <typename T, typename C, int HEAD_DIM, int ROT, int VEC, bool NEOX>
-__global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict__ q, T* __restrict__ k,
-                         const C* __restrict__ cache, long long tokens, int hq, int hk, long long max_pos,
-                         int slots, int tpb) {
+namespace rope_detail {
+template <typename T, typename C, typename I, int HEAD_DIM, int ROT, int VEC, bool NEOX, bool OFFSETS>
+__device__ __forceinline__ void run(const I* __restrict__ positions, const I* __restrict__ offsets, T* __restrict__ q,
+                                    T* __restrict__ k, const C* __restrict__ cache, long long tokens, int hq, int hk,
+                                    long long max_pos, int slots, int tpb) {
   using V = Vec<T, VEC>;
   using Shape = RopeShape<ROT, VEC, NEOX>;
   constexpr int kHalf = ROT / 2;
@@ -43,7 +46,8 @@ __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict_
   const int slot = (threadIdx.x / kLanes) % slots;
   const long long token = static_cast<long long>(blockIdx.x) * tpb + threadIdx.x / (kLanes * slots);
   if (token >= tokens) return;
-  const long long pos = positions[token];
+  long long pos = positions[token];
+  if constexpr (OFFSETS) pos += offsets[token];  // vLLM's batched form: the cache row is offset + position
   if (pos < 0 || pos >= max_pos) return;  // documented: out-of-range tokens stay unchanged
   const C* cs = cache + pos * ROT;
   const int heads = hq + hk;
@@ -82,6 +86,25 @@ __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict_
       for (int a = 0; a < kAcc; ++a) *acc[a] = out[a];
     }
   }
+}
+}  // namespace rope_detail
+
+// int64 positions, no offsets (RopeNeoxFwdOp / RopeNonNeoxFwdOp with int64 positions).
+template <typename T, typename C, int HEAD_DIM, int ROT, int VEC, bool NEOX>
+__global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict__ q, T* __restrict__ k,
+                         const C* __restrict__ cache, long long tokens, int hq, int hk, long long max_pos,
+                         int slots, int tpb) {
+  rope_detail::run<T, C, long long, HEAD_DIM, ROT, VEC, NEOX, false>(positions, nullptr, q, k, cache, tokens, hq, hk,
+                                                                     max_pos, slots, tpb);
+}
+
+// Positions of index type I (int or long long), and per-token offsets added to them when OFFSETS.
+template <typename T, typename C, typename I, int HEAD_DIM, int ROT, int VEC, bool NEOX, bool OFFSETS>
+__global__ void rope_indexed_fwd(const I* __restrict__ positions, const I* __restrict__ offsets, T* __restrict__ q,
+                                 T* __restrict__ k, const C* __restrict__ cache, long long tokens, int hq, int hk,
+                                 long long max_pos, int slots, int tpb) {
+  rope_detail::run<T, C, I, HEAD_DIM, ROT, VEC, NEOX, OFFSETS>(positions, offsets, q, k, cache, tokens, hq, hk, max_pos,
+                                                               slots, tpb);
 }
 
 }  // namespace tileops

@@ -1,7 +1,8 @@
 // The activation family (manifests/activation.yaml) on the reference target: the ref_api with ATen.
 // Unary ops call torch's function; in the _writes_x branch y is x itself, and the result is
-// computed before it is copied in. The gated ops evaluate their ref_api formula in float32 and
-// round once (what the nvrtc kernels do; evaluating it in fp16/bf16 would round twice).
+// computed before it is copied in. QuickGELU (no torch function) and the gated ops evaluate their
+// ref_api formula in float32 and round once (what the nvrtc kernels do; evaluating it in fp16/bf16
+// would round after every step).
 // SigmoidFwdOp on integer/bool x: torch.sigmoid of x converted to y's dtype (float32), which is
 // torch.sigmoid(x) under the default dtype, whatever the process's default dtype is.
 #include <ATen/ATen.h>
@@ -17,10 +18,12 @@ namespace tileops::reference {
 namespace {
 
 namespace gelu = tileops::ops::activation_gelu_fwd;
+namespace fatrelu = tileops::ops::activation_fatrelu_and_mul_fwd;
+namespace swiglu_oai = tileops::ops::activation_swiglu_oai_and_mul_fwd;
 // One kernel class serves every activation op: it reads x and y through the family's shared view.
 using ActivationView = tileops::ops::family::activation::View;
 
-enum class Fn { Relu, Silu, Gelu, GeluTanh, Sigmoid };
+enum class Fn { Relu, Silu, Gelu, GeluTanh, Sigmoid, QuickGelu };
 
 at::Tensor apply(Fn f, const at::Tensor& x) {
   switch (f) {
@@ -29,6 +32,10 @@ at::Tensor apply(Fn f, const at::Tensor& x) {
     case Fn::Gelu: return at::gelu(x, "none");
     case Fn::GeluTanh: return at::gelu(x, "tanh");
     case Fn::Sigmoid: return at::sigmoid(x);
+    case Fn::QuickGelu: {
+      const at::Tensor xf = x.to(at::kFloat);
+      return xf * at::sigmoid(xf * 1.702);
+    }
   }
   return {};
 }
@@ -50,6 +57,7 @@ class UnaryReference final : public Kernel {
   Fn f_;
 };
 
+// act(gate) * up over [gate | up].
 class GatedReference final : public Kernel {
  public:
   explicit GatedReference(Fn f) : f_(f) {}
@@ -64,7 +72,43 @@ class GatedReference final : public Kernel {
   Fn f_;
 };
 
-template <class K, Fn F>
+// The gated ops with another layout or params, each its manifest formula in float32.
+enum class Gated { MulAndSilu, Fatrelu, SwigluOai };
+
+class GatedFormulaReference final : public Kernel {
+ public:
+  explicit GatedFormulaReference(Gated g) : g_(g) {}
+  void launch(const OpCall& call) const override {
+    const ActivationView v(call);
+    const at::Tensor x = v.x().to(at::kFloat);
+    const int64_t d = x.size(-1) / 2;
+    const at::Tensor lo = x.narrow(-1, 0, d), hi = x.narrow(-1, d, d);
+    at::Tensor y;
+    switch (g_) {
+      case Gated::MulAndSilu: y = lo * at::silu(hi); break;
+      case Gated::Fatrelu: {
+        // The threshold as float32, as the nvrtc kernel compares; F.threshold's `x <= t` keeps NaN.
+        const float t = static_cast<float>(fatrelu::View(call).threshold());
+        y = at::threshold(lo, t, 0.0) * hi;
+        break;
+      }
+      case Gated::SwigluOai: {
+        const swiglu_oai::View p(call);
+        const float alpha = static_cast<float>(p.alpha()), limit = static_cast<float>(p.limit());
+        const at::Tensor gate = x.slice(-1, 0, 2 * d, 2).clamp_max(limit);
+        const at::Tensor up = x.slice(-1, 1, 2 * d, 2).clamp(-limit, limit);
+        y = (up + 1) * (gate * at::sigmoid(gate * alpha));
+        break;
+      }
+    }
+    v.y().copy_(y);
+  }
+
+ private:
+  Gated g_;
+};
+
+template <class K, auto F>
 KernelBuilder builder() {
   KernelBuilder b;
   b.identity = [](const OpCall&) { return BuildKey{}; };
@@ -82,5 +126,9 @@ TILEOPS_BUILTIN_KERNEL(reference, SigmoidFwdOp, (builder<UnaryReference, Fn::Sig
 TILEOPS_BUILTIN_KERNEL(reference, SiluAndMulFwdOp, (builder<GatedReference, Fn::Silu>));
 TILEOPS_BUILTIN_KERNEL(reference, GeluAndMulFwdOp, (builder<GatedReference, Fn::Gelu>));
 TILEOPS_BUILTIN_KERNEL(reference, GeluTanhAndMulFwdOp, (builder<GatedReference, Fn::GeluTanh>));
+TILEOPS_BUILTIN_KERNEL(reference, QuickGeluFwdOp, (builder<UnaryReference, Fn::QuickGelu>));
+TILEOPS_BUILTIN_KERNEL(reference, MulAndSiluFwdOp, (builder<GatedFormulaReference, Gated::MulAndSilu>));
+TILEOPS_BUILTIN_KERNEL(reference, FatreluAndMulFwdOp, (builder<GatedFormulaReference, Gated::Fatrelu>));
+TILEOPS_BUILTIN_KERNEL(reference, SwigluOAIAndMulFwdOp, (builder<GatedFormulaReference, Gated::SwigluOai>));
 
 }  // namespace tileops::reference

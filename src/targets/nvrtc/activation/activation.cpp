@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include "targets/builtin.h"
@@ -16,6 +17,8 @@ namespace {
 
 // One kernel class serves every activation op: it reads x and y through the family's shared view.
 using ActivationView = tileops::ops::family::activation::View;
+namespace fatrelu = tileops::ops::activation_fatrelu_and_mul_fwd;
+namespace swiglu_oai = tileops::ops::activation_swiglu_oai_and_mul_fwd;
 
 
 
@@ -26,14 +29,37 @@ const char* act_name(Act a) {
     case Act::Gelu: return "gelu";
     case Act::GeluTanh: return "gelu_tanh";
     case Act::Sigmoid: return "sigmoid";
+    case Act::QuickGelu: return "quick_gelu";
+    case Act::FatRelu: return "fatrelu";
+    case Act::SwigluOai: return "swiglu_oai";
   }
   return "?";
+}
+
+const char* layout_suffix(GateLayout l) {
+  switch (l) {
+    case GateLayout::First: return "";
+    case GateLayout::Second: return "_up_gate";
+    case GateLayout::Interleaved: return "_interleaved";
+  }
+  return "?";
+}
+
+// The float params a gated op passes to gated_layout_fwd as its scalars a and b (0 when unused).
+using Scalars = std::array<float, 2>;
+using ScalarReader = Scalars (*)(const OpCall&);
+Scalars no_scalars(const OpCall&) { return {0.f, 0.f}; }
+Scalars fatrelu_scalars(const OpCall& call) { return {static_cast<float>(fatrelu::View(call).threshold()), 0.f}; }
+Scalars swiglu_oai_scalars(const OpCall& call) {
+  const swiglu_oai::View v(call);
+  return {static_cast<float>(v.alpha()), static_cast<float>(v.limit())};
 }
 
 class ActivationKernel final : public Kernel {
  public:
   // cap: most CTAs a launch (tuning: act_ctas_per_sm per SM; by default none).
-  ActivationKernel(LoadedKernel k, ActivationSpec p, long long cap) : k_(std::move(k)), p_(p), cap_(cap) {}
+  ActivationKernel(LoadedKernel k, ActivationSpec p, long long cap, ScalarReader scalars)
+      : k_(std::move(k)), p_(p), cap_(cap), scalars_(scalars) {}
   void launch(const OpCall& call) const override {
     const ActivationView v(call);
     const at::Tensor& x = v.x();
@@ -43,8 +69,9 @@ class ActivationKernel final : public Kernel {
     const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
     const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
     const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, cap_);
+    Scalars ab = scalars_(call);
     void* unary_args[] = {&xp, &yp, &n};
-    void* gated_args[] = {&xp, &yp, &rows, &d};
+    void* gated_args[] = {&xp, &yp, &rows, &d, &ab[0], &ab[1]};  // the scalars only for gated_layout_fwd
     nvrtc::launch(k_, static_cast<unsigned>(grid), kActivationThreads, 0, p_.gated ? gated_args : unary_args);
   }
 
@@ -52,6 +79,7 @@ class ActivationKernel final : public Kernel {
   LoadedKernel k_;
   ActivationSpec p_;
   long long cap_;
+  ScalarReader scalars_;
 };
 
 struct ActivationFamily {
@@ -60,6 +88,8 @@ struct ActivationFamily {
   bool gated;
   Act fixed_act;
   bool gelu_param;  // GeluFwdOp reads its activation from the `approximate` param
+  GateLayout layout;
+  ScalarReader scalars;
 
   Problem problem(const OpCall& call) const {
     const ActivationView v(call);
@@ -71,20 +101,22 @@ struct ActivationFamily {
     const int vec = gated ? activation_vec(x.scalar_type(), x.size(-1) / 2, {x.const_data_ptr(), y.const_data_ptr()})
                           : unary_vec(x.scalar_type(), y.scalar_type(), x.const_data_ptr(), y.const_data_ptr());
     return ActivationProblem{x.scalar_type(), act, gated, vec,
-                             y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type()};
+                             y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type(), layout};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
-    return Spec{q.dtype, q.act, q.gated, q.vec, q.out_dtype, dev.arch};
+    return Spec{q.dtype, q.act, q.gated, q.vec, q.out_dtype, q.layout, dev.arch};
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     const int per_sm = tuning().act_ctas_per_sm;
     return std::make_shared<ActivationKernel>(std::move(k[0]), s,
-                                              per_sm > 0 ? static_cast<long long>(per_sm) * dev.sm_count : 0x7fffffffLL);
+                                              per_sm > 0 ? static_cast<long long>(per_sm) * dev.sm_count : 0x7fffffffLL,
+                                              scalars);
   }
 };
 
-KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false) {
-  return spec_builder(ActivationFamily{gated, fixed_act, gelu_param});
+KernelBuilder activation_builder(bool gated, Act fixed_act, bool gelu_param = false,
+                                 GateLayout layout = GateLayout::First, ScalarReader scalars = no_scalars) {
+  return spec_builder(ActivationFamily{gated, fixed_act, gelu_param, layout, scalars});
 }
 
 KernelBuilder relu_fwd_builder() { return activation_builder(false, Act::Relu); }
@@ -94,6 +126,14 @@ KernelBuilder sigmoid_fwd_builder() { return activation_builder(false, Act::Sigm
 KernelBuilder silu_and_mul_fwd_builder() { return activation_builder(true, Act::Silu); }
 KernelBuilder gelu_and_mul_fwd_builder() { return activation_builder(true, Act::Gelu); }
 KernelBuilder gelu_tanh_and_mul_fwd_builder() { return activation_builder(true, Act::GeluTanh); }
+KernelBuilder quick_gelu_fwd_builder() { return activation_builder(false, Act::QuickGelu); }
+KernelBuilder mul_and_silu_fwd_builder() { return activation_builder(true, Act::Silu, false, GateLayout::Second); }
+KernelBuilder fatrelu_and_mul_fwd_builder() {
+  return activation_builder(true, Act::FatRelu, false, GateLayout::First, fatrelu_scalars);
+}
+KernelBuilder swiglu_oai_and_mul_fwd_builder() {
+  return activation_builder(true, Act::SwigluOai, false, GateLayout::Interleaved, swiglu_oai_scalars);
+}
 
 }  // namespace
 
@@ -118,37 +158,40 @@ int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, c
 
 bool ActivationSpec::operator==(const ActivationSpec& o) const {
   return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
-         arch == o.arch;
+         layout == o.layout && arch == o.arch;
 }
 size_t ActivationProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec, static_cast<int64_t>(out_dtype)});
+  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec, static_cast<int64_t>(out_dtype),
+                     static_cast<int64_t>(layout)});
 }
 size_t ActivationSpec::hash() const {
   return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec,
-                     static_cast<int64_t>(out_dtype)}) ^
+                     static_cast<int64_t>(out_dtype), static_cast<int64_t>(layout)}) ^
          std::hash<std::string>()(arch);
 }
 std::vector<jit::KernelSource> ActivationSpec::sources() const { return {activation_source(*this, arch)}; }
 std::string ActivationSpec::describe() const {
-  return std::string(gated ? "gated_fwd(dtype=" : "unary_fwd(dtype=") + short_type_name(dtype) +
-         (y_dtype() == dtype ? "" : std::string("->") + short_type_name(y_dtype())) + ", act=" + act_name(act) +
-         ", vec=" + std::to_string(vec) + ")";
+  return std::string(gated ? (layout_kernel() ? "gated_layout_fwd(dtype=" : "gated_fwd(dtype=") : "unary_fwd(dtype=") +
+         short_type_name(dtype) + (y_dtype() == dtype ? "" : std::string("->") + short_type_name(y_dtype())) +
+         ", act=" + act_name(act) + layout_suffix(layout) + ", vec=" + std::to_string(vec) + ")";
 }
 
 std::string activation_name(const ActivationSpec& p, const std::string& arch) {
   std::string types = short_type_name(p.dtype);
   if (p.y_dtype() != p.dtype) types += std::string("_") + short_type_name(p.y_dtype());  // e.g. i32_f32
-  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + "__" + types + "__v" +
-         std::to_string(p.vec) + "__" + arch;
+  return std::string(p.gated ? "gated_fwd__" : "unary_fwd__") + act_name(p.act) + layout_suffix(p.layout) + "__" +
+         types + "__v" + std::to_string(p.vec) + "__" + arch;
 }
 
 jit::KernelSource activation_source(const ActivationSpec& p, const std::string& arch) {
   TORCH_CHECK(!p.gated || p.y_dtype() == p.dtype, "tileops: the gated activation kernel keeps x's dtype");
   const std::string types = p.gated ? kernel_type_name(p.dtype)
                                     : std::string(kernel_type_name(p.dtype)) + ", " + kernel_type_name(p.y_dtype());
-  const std::string expr = std::string(p.gated ? "tileops::gated_fwd<" : "tileops::unary_fwd<") + types + ", " +
-                           std::to_string(static_cast<int>(p.act)) + ", " + std::to_string(p.vec) + ", " +
-                           std::to_string(kActivationUnroll) + ">";
+  const std::string kernel = p.layout_kernel() ? "tileops::gated_layout_fwd<" :
+                             p.gated             ? "tileops::gated_fwd<" : "tileops::unary_fwd<";
+  const std::string layout = p.layout_kernel() ? std::to_string(static_cast<int>(p.layout)) + ", " : "";
+  const std::string expr = kernel + types + ", " + std::to_string(static_cast<int>(p.act)) + ", " + layout +
+                           std::to_string(p.vec) + ", " + std::to_string(kActivationUnroll) + ">";
   return make_source(activation_name(p, arch), p.gated ? "activation/gated_fwd.cuh" : "activation/unary_fwd.cuh", expr,
                      arch);
 }
@@ -160,5 +203,9 @@ TILEOPS_BUILTIN_KERNEL(nvrtc, SigmoidFwdOp, sigmoid_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, SiluAndMulFwdOp, silu_and_mul_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, GeluAndMulFwdOp, gelu_and_mul_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, GeluTanhAndMulFwdOp, gelu_tanh_and_mul_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, QuickGeluFwdOp, quick_gelu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MulAndSiluFwdOp, mul_and_silu_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, FatreluAndMulFwdOp, fatrelu_and_mul_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, SwigluOAIAndMulFwdOp, swiglu_oai_and_mul_fwd_builder);
 
 }  // namespace tileops::nvrtc

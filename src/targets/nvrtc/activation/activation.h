@@ -1,6 +1,7 @@
-// The activation family on the nvrtc target: ReluFwdOp, SiluFwdOp, GeluFwdOp, SigmoidFwdOp and the
-// gated SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp (src/kernels/activation/
-// {unary,gated}_fwd.cuh). The problem is the spec: sizes are kernel arguments.
+// The activation family on the nvrtc target: ReluFwdOp, SiluFwdOp, GeluFwdOp, SigmoidFwdOp,
+// QuickGeluFwdOp and the gated SiluAndMulFwdOp, GeluAndMulFwdOp, GeluTanhAndMulFwdOp, MulAndSiluFwdOp,
+// FatreluAndMulFwdOp, SwigluOAIAndMulFwdOp (src/kernels/activation/{unary,gated}_fwd.cuh). The
+// problem is the spec: sizes and the ops' float params are kernel arguments.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -14,21 +15,30 @@
 
 namespace tileops::nvrtc {
 
-// Same ids as kAct* in src/kernels/activation/act.cuh.
-enum class Act : int { Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Sigmoid = 4 };
+// Same ids as kAct* in src/kernels/activation/act.cuh (FatRelu and SwigluOai: gated only).
+enum class Act : int {
+  Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Sigmoid = 4, QuickGelu = 5, FatRelu = 6, SwigluOai = 7
+};
+// Where a gated op's gate and up values sit in x's last dim; same ids as kGate* in gated_fwd.cuh.
+enum class GateLayout : int { First = 0, Second = 1, Interleaved = 2 };
 
 struct ActivationSpec {
   c10::ScalarType dtype;  // x's
   Act act;
-  bool gated;  // y = act(x[..., :d]) * x[..., d:] instead of y = act(x)
+  bool gated;  // y = f(gate, up) over x's last dim (2 * d wide) instead of y = act(x)
   int vec;     // elements a thread step (one 16-byte access a side at most when x and y share a dtype)
   // y's dtype when it differs from x's (unary only: SigmoidFwdOp on integer x gives float32);
   // Undefined = x's dtype.
   c10::ScalarType out_dtype = c10::ScalarType::Undefined;
+  GateLayout layout = GateLayout::First;  // gated only
 
   std::string arch;
 
   c10::ScalarType y_dtype() const { return out_dtype == c10::ScalarType::Undefined ? dtype : out_dtype; }
+  // Gated ops other than [gate | up] with act(gate) * up take gated_layout_fwd and two float scalars.
+  bool layout_kernel() const {
+    return gated && (layout != GateLayout::First || act == Act::FatRelu || act == Act::SwigluOai);
+  }
   bool operator==(const ActivationSpec& o) const;
   size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
@@ -41,8 +51,10 @@ struct ActivationProblem {
   bool gated;
   int vec;
   c10::ScalarType out_dtype = c10::ScalarType::Undefined;
+  GateLayout layout = GateLayout::First;
   bool operator==(const ActivationProblem& o) const {
-    return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype;
+    return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
+           layout == o.layout;
   }
   size_t hash() const;
 };

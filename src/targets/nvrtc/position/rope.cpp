@@ -1,5 +1,5 @@
-// RopeNeoxFwdOp and RopeNonNeoxFwdOp on the nvrtc target (one kernel template, NEOX a template flag;
-// the cache's element type, float32 or q's dtype, another template parameter).
+// RopeNeoxFwdOp, RopeNonNeoxFwdOp and their flat forms on the nvrtc target (one kernel template,
+// NEOX a template flag; the cache's element type, float32 or q's dtype, another template parameter).
 #include "targets/nvrtc/position/rope.h"
 
 #include <ATen/core/Tensor.h>
@@ -17,13 +17,39 @@ namespace {
 
 namespace op = tileops::ops::position_rope_neox_fwd;
 namespace op2 = tileops::ops::position_rope_non_neox_fwd;
-// Both RoPE entries are read through the Neox view: they share one argument order.
+namespace flat = tileops::ops::position_rope_neox_flat_fwd;
+namespace flat2 = tileops::ops::position_rope_non_neox_flat_fwd;
+// Each style's entries are read through the Neox entry's view: they share one argument order.
 static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::positions} == int{op2::positions} &&
                   int{op::cos_sin_cache} == int{op2::cos_sin_cache},
               "both RoPE entries share one argument order");
-using RopeView = op::View;
+static_assert(int{flat::q} == int{flat2::q} && int{flat::k} == int{flat2::k} &&
+                  int{flat::positions} == int{flat2::positions} && int{flat::cos_sin_cache} == int{flat2::cos_sin_cache} &&
+                  int{flat::offsets} == int{flat2::offsets} && int{flat::head_size} == int{flat2::head_size},
+              "both flat RoPE entries share one argument order");
 
+// What a RoPE call reads, from the 3-D entry ([t, heads, head_dim]) or the flat one
+// ([t, heads * head_size], offsets); k and offsets are null when absent.
+struct RopeArgs {
+  const at::Tensor& positions;
+  const at::Tensor& q;
+  const at::Tensor* k;
+  const at::Tensor& cache;
+  const at::Tensor* offsets;
+  int64_t head_dim, hq, hk;
+};
 
+RopeArgs read_args(const OpCall& call, bool flat_form) {
+  if (flat_form) {
+    const flat::View v(call);
+    const int64_t hs = v.head_size();
+    return {v.positions(), v.q(), v.k(), v.cos_sin_cache(), v.offsets(), hs, v.q().size(1) / hs,
+            v.k() ? v.k()->size(1) / hs : 0};
+  }
+  const op::View v(call);
+  return {v.positions(), v.q(), v.k(), v.cos_sin_cache(), nullptr, v.q().size(2), v.q().size(1),
+          v.k() ? v.k()->size(1) : 0};
+}
 
 int align_bytes(const void* p) {
   const auto bits = reinterpret_cast<uintptr_t>(p);
@@ -34,68 +60,75 @@ int align_bytes(const void* p) {
 
 // Widest VEC the pointers allow: q/k accesses are VEC elements, cache loads min(VEC, 16 / its
 // element size) elements, so a cache aligned to fewer than 16 bytes caps VEC at its alignment.
-int alignment_vec(const RopeView& v, int elem) {
-  const int qk = std::min(align_bytes(v.q().data_ptr()), align_bytes(v.k().data_ptr()));
+int alignment_vec(const RopeArgs& a, int elem) {
+  const int qk = std::min(align_bytes(a.q.data_ptr()), a.k ? align_bytes(a.k->data_ptr()) : 16);
   int vec = std::max(1, qk / elem);
-  const at::Tensor& cache = v.cos_sin_cache();
-  const int cache_elem = static_cast<int>(cache.element_size());
-  const int cache_elems = align_bytes(cache.data_ptr()) / cache_elem;
+  const int cache_elem = static_cast<int>(a.cache.element_size());
+  const int cache_elems = align_bytes(a.cache.data_ptr()) / cache_elem;
   if (cache_elems < 16 / cache_elem) vec = std::min(vec, std::max(1, cache_elems));
   return vec;
 }
 
 class RopeKernel final : public Kernel {
  public:
-  RopeKernel(LoadedKernel k, RopeSpec p) : k_(std::move(k)), p_(p) {}
+  RopeKernel(LoadedKernel k, RopeSpec p, bool flat_form) : k_(std::move(k)), p_(p), flat_(flat_form) {}
   void launch(const OpCall& call) const override {
-    const RopeView v(call);
-    const at::Tensor& q = v.q();
-    const at::Tensor& k = v.k();
-    const void* positions = v.positions().const_data_ptr();
-    void* qp = q.mutable_data_ptr();
-    void* kp = k.mutable_data_ptr();
-    const void* cache = v.cos_sin_cache().const_data_ptr();
-    long long tokens = q.size(0);
-    int hq = static_cast<int>(q.size(1)), hk = static_cast<int>(k.size(1));
-    long long max_pos = v.cos_sin_cache().size(0);
-    const RopeLaunch shape = rope_launch_shape(p_, static_cast<int64_t>(hq) + hk);
+    const RopeArgs a = read_args(call, flat_);
+    const void* positions = a.positions.const_data_ptr();
+    const void* offsets = a.offsets ? a.offsets->const_data_ptr() : nullptr;
+    void* qp = a.q.mutable_data_ptr();
+    void* kp = a.k ? a.k->mutable_data_ptr() : nullptr;  // key=None: no k heads
+    const void* cache = a.cache.const_data_ptr();
+    long long tokens = a.q.size(0);
+    int hq = static_cast<int>(a.hq), hk = static_cast<int>(a.hk);
+    long long max_pos = a.cache.size(0);
+    const RopeLaunch shape = rope_launch_shape(p_, a.hq + a.hk);
     int slots = shape.slots, tpb = shape.tpb;
     void* args[] = {&positions, &qp, &kp, &cache, &tokens, &hq, &hk, &max_pos, &slots, &tpb};
+    void* indexed_args[] = {&positions, &offsets, &qp, &kp, &cache, &tokens, &hq, &hk, &max_pos, &slots, &tpb};
     const long long grid = (tokens + tpb - 1) / tpb;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many tokens (", tokens, ") for one launch");
-    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(shape.lanes * slots * tpb), 0, args);
+    nvrtc::launch(k_, static_cast<unsigned>(grid), static_cast<unsigned>(shape.lanes * slots * tpb), 0,
+                  p_.indexed() ? indexed_args : args);
   }
 
  private:
   LoadedKernel k_;
   RopeSpec p_;
+  bool flat_;
 };
 
 struct RopeFamily {
   using Problem = RopeProblem;
   using Spec = RopeSpec;
   bool neox;
+  bool flat_form;  // q and k as [t, heads * head_size], with optional per-token offsets
 
   Problem problem(const OpCall& call) const {
-    const RopeView v(call);
-    const at::Tensor& q = v.q();
-    TORCH_CHECK(q.size(1) + v.k().size(1) <= 0x7fffffffLL, call.op_name, ": too many heads");
-    const at::Tensor& cache = v.cos_sin_cache();
-    return RopeProblem{neox, q.scalar_type(), cache.scalar_type(), q.size(2), cache.size(1),
-                       alignment_vec(v, static_cast<int>(q.element_size()))};
+    const RopeArgs a = read_args(call, flat_form);
+    TORCH_CHECK(a.hq + a.hk <= 0x7fffffffLL, call.op_name, ": too many heads");
+    RopeProblem p{neox, a.q.scalar_type(), a.cache.scalar_type(), a.head_dim, a.cache.size(1),
+                  alignment_vec(a, static_cast<int>(a.q.element_size()))};
+    p.index_dtype = a.positions.scalar_type();
+    p.offsets = a.offsets != nullptr;
+    return p;
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
     RopeSpec s = plan_rope(q.dtype, q.head_dim, q.rot_dim, q.neox, q.max_vec, q.cache_dtype);
+    s.index_dtype = q.index_dtype;
+    s.offsets = q.offsets;
     s.arch = dev.arch;
     return s;
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    return std::make_shared<RopeKernel>(std::move(k[0]), s);
+    return std::make_shared<RopeKernel>(std::move(k[0]), s, flat_form);
   }
 };
 
-KernelBuilder rope_neox_builder() { return spec_builder(RopeFamily{true}); }
-KernelBuilder rope_non_neox_builder() { return spec_builder(RopeFamily{false}); }
+KernelBuilder rope_neox_builder() { return spec_builder(RopeFamily{true, false}); }
+KernelBuilder rope_non_neox_builder() { return spec_builder(RopeFamily{false, false}); }
+KernelBuilder rope_neox_flat_builder() { return spec_builder(RopeFamily{true, true}); }
+KernelBuilder rope_non_neox_flat_builder() { return spec_builder(RopeFamily{false, true}); }
 
 }  // namespace
 
@@ -109,39 +142,48 @@ RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, boo
 
 bool RopeProblem::operator==(const RopeProblem& o) const {
   return neox == o.neox && dtype == o.dtype && cache_dtype == o.cache_dtype && head_dim == o.head_dim &&
-         rot_dim == o.rot_dim && max_vec == o.max_vec;
+         rot_dim == o.rot_dim && max_vec == o.max_vec && index_dtype == o.index_dtype && offsets == o.offsets;
 }
 size_t RopeProblem::hash() const {
-  return hash_words({neox, static_cast<int64_t>(dtype), static_cast<int64_t>(cache_dtype), head_dim, rot_dim, max_vec});
+  return hash_words({neox, static_cast<int64_t>(dtype), static_cast<int64_t>(cache_dtype), head_dim, rot_dim, max_vec,
+                     static_cast<int64_t>(index_dtype), offsets});
 }
 bool RopeSpec::operator==(const RopeSpec& o) const {
   return dtype == o.dtype && head_dim == o.head_dim && rot_dim == o.rot_dim && vec == o.vec && neox == o.neox &&
-         cache_dtype == o.cache_dtype && arch == o.arch;
+         cache_dtype == o.cache_dtype && index_dtype == o.index_dtype && offsets == o.offsets && arch == o.arch;
 }
 size_t RopeSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), head_dim, rot_dim, vec, neox, static_cast<int64_t>(cache_dtype)}) ^
+  return hash_words({static_cast<int64_t>(dtype), head_dim, rot_dim, vec, neox, static_cast<int64_t>(cache_dtype),
+                     static_cast<int64_t>(index_dtype), offsets}) ^
          std::hash<std::string>()(arch);
 }
 std::vector<jit::KernelSource> RopeSpec::sources() const { return {rope_source(*this, arch)}; }
 std::string RopeSpec::describe() const {
   return std::string(neox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" + short_type_name(dtype) +
          ", head_dim=" + std::to_string(head_dim) + ", rot_dim=" + std::to_string(rot_dim) + ", vec=" +
-         std::to_string(vec) + ", cache=" + short_type_name(cache_dtype) + ")";
+         std::to_string(vec) + ", cache=" + short_type_name(cache_dtype) +
+         (indexed() ? std::string(", positions=") + short_type_name(index_dtype) + (offsets ? "+offsets" : "") : "") +
+         ")";
 }
 
 int rope_pairs(const RopeSpec& p) { return p.neox ? p.vec : std::max(1, p.vec / 2); }
 
 std::string rope_name(const RopeSpec& p, const std::string& arch) {
+  // int64 positions without offsets keep the name they had before the indexed kernel existed.
+  const std::string index = p.indexed() ? std::string("__p") + short_type_name(p.index_dtype) + (p.offsets ? "_off" : "")
+                                        : std::string();
   return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__c" +
          short_type_name(p.cache_dtype) + "__d" + std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) +
-         "_v" + std::to_string(p.vec) + "__" + arch;
+         "_v" + std::to_string(p.vec) + index + "__" + arch;
 }
 
 jit::KernelSource rope_source(const RopeSpec& p, const std::string& arch) {
-  const std::string expr = std::string("tileops::rope_fwd<") + kernel_type_name(p.dtype) + ", " +
-                           kernel_type_name(p.cache_dtype) + ", " + std::to_string(p.head_dim) + ", " +
-                           std::to_string(p.rot_dim) + ", " + std::to_string(p.vec) + ", " +
-                           (p.neox ? "true" : "false") + ">";
+  const std::string types = std::string(kernel_type_name(p.dtype)) + ", " + kernel_type_name(p.cache_dtype) + ", " +
+                            (p.indexed() ? std::string(kernel_type_name(p.index_dtype)) + ", " : std::string());
+  const std::string expr = std::string(p.indexed() ? "tileops::rope_indexed_fwd<" : "tileops::rope_fwd<") + types +
+                           std::to_string(p.head_dim) + ", " + std::to_string(p.rot_dim) + ", " +
+                           std::to_string(p.vec) + ", " + (p.neox ? "true" : "false") +
+                           (p.indexed() ? (p.offsets ? ", true" : ", false") : "") + ">";
   return make_source(rope_name(p, arch), "position/rope_fwd.cuh", expr, arch);
 }
 
@@ -157,5 +199,7 @@ RopeLaunch rope_launch_shape(const RopeSpec& p, int64_t heads) {
 
 TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxFwdOp, rope_neox_builder);
 TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxFwdOp, rope_non_neox_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxFlatFwdOp, rope_neox_flat_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxFlatFwdOp, rope_non_neox_flat_builder);
 
 }  // namespace tileops::nvrtc

@@ -1,4 +1,5 @@
-// RopeNeoxFwdOp / RopeNonNeoxFwdOp on the nvrtc target: which specialisation of
+// RopeNeoxFwdOp / RopeNonNeoxFwdOp and their flat forms (RopeNeoxFlatFwdOp / RopeNonNeoxFlatFwdOp:
+// q and k as [t, heads * head_size]) on the nvrtc target: which specialisation of
 // src/kernels/position/rope_fwd.cuh serves a call, and how it is launched.
 #pragma once
 
@@ -19,8 +20,12 @@ struct RopeSpec {
   int vec;    // elements an access (16 bytes when the layout and pointers allow)
   bool neox;
   c10::ScalarType cache_dtype = c10::ScalarType::Float;  // float32 or q's dtype (dtype_combos)
+  c10::ScalarType index_dtype = c10::ScalarType::Long;   // positions' (and offsets'): int64 or int32
+  bool offsets = false;                                   // per-token offsets added to the positions
   std::string arch;
 
+  // int32 positions or offsets take rope_indexed_fwd; int64 positions alone, rope_fwd.
+  bool indexed() const { return index_dtype != c10::ScalarType::Long || offsets; }
   bool operator==(const RopeSpec& o) const;
   size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
@@ -33,6 +38,8 @@ struct RopeProblem {
   c10::ScalarType dtype, cache_dtype;
   int64_t head_dim, rot_dim;
   int max_vec;  // widest access the pointers' alignment allows (the cache's folded in)
+  c10::ScalarType index_dtype = c10::ScalarType::Long;
+  bool offsets = false;
   bool operator==(const RopeProblem& o) const;
   size_t hash() const;
 };
