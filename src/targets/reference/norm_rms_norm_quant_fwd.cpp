@@ -46,7 +46,8 @@ at::Tensor dynamic_scales(const at::Tensor& y, at::IntArrayRef normalized_shape,
   if (scale_ub != nullptr) amax = at::minimum(amax, *scale_ub);
   const float qmax = q == at::kChar ? 127.f : 448.f;
   const float min_scale = q == at::kChar ? std::numeric_limits<float>::epsilon() : 1.f / (448.f * 512.f);
-  return at::clamp_min(amax / qmax, min_scale);
+  // A tensor divisor: ATen on CUDA multiplies by the reciprocal of a scalar one, the kernels divide.
+  return at::clamp_min(amax / at::full_like(amax, qmax), min_scale);
 }
 
 class RmsNormStaticQuantReference final : public Kernel {
