@@ -14,9 +14,9 @@ def test_schema_is_generated_from_the_manifest():
 
 
 def test_compile_op_names_from_python_and_the_op_table():
-    assert RMSNormFwdOp.compile_op_names == ("tileops::norm_rms_norm_fwd",)
+    assert RMSNormFwdOp.compile_op_names == ("tileops::norm_rms_norm_fwd", "tileops::norm_rms_norm_fwd_out")
     entry = next(e for e in tileops.op_table() if e["class"] == "RMSNormFwdOp")
-    assert entry["compile_op_names"] == ["tileops::norm_rms_norm_fwd"]
+    assert entry["compile_op_names"] == ["tileops::norm_rms_norm_fwd", "tileops::norm_rms_norm_fwd_out"]
     assert entry["has_boundary"] is True
     assert entry["ref_api"] == "torch.nn.functional.rms_norm"
 

@@ -15,9 +15,11 @@ TEST(Codegen, OpTableHoldsRmsNorm) {
   EXPECT_STREQ(op->name, "norm_rms_norm_fwd");
   EXPECT_STREQ(op->ref_api, "torch.nn.functional.rms_norm");
   EXPECT_TRUE(op->has_boundary);
-  ASSERT_EQ(op->num_operators, 1);
+  ASSERT_EQ(op->num_operators, 2);  // the plain operator and its `out=` branch
   EXPECT_STREQ(op->operators[0], "tileops::norm_rms_norm_fwd");
-  EXPECT_EQ(tileops::compile_op_names("RMSNormFwdOp"), std::vector<std::string>{"tileops::norm_rms_norm_fwd"});
+  EXPECT_STREQ(op->operators[1], "tileops::norm_rms_norm_fwd_out");
+  EXPECT_EQ(tileops::compile_op_names("RMSNormFwdOp"),
+            (std::vector<std::string>{"tileops::norm_rms_norm_fwd", "tileops::norm_rms_norm_fwd_out"}));
   EXPECT_EQ(tileops::find_op("norm_rms_norm_fwd"), op);
   EXPECT_EQ(op - tileops::op_table().data(), tileops::ops::norm_rms_norm_fwd::kId);
   EXPECT_THROW(tileops::compile_op_names("NoSuchOp"), std::invalid_argument);
@@ -81,9 +83,9 @@ TEST(Codegen, FamilyViewSharesTheCommonArguments) {
   EXPECT_EQ(&tileops::ops::family::activation::View(g).x(), &ins[0]);
   EXPECT_EQ(&tileops::ops::family::activation::View(s).y(), &outs[0]);
   EXPECT_EQ(gelu::View(g).approximate(), "tanh");
-  // reduction: softmax and log_softmax both take (x) -> y with an int dim.
+  // reduction: softmax's view reads its int dim by name (log_softmax's slots are the same).
   const tileops::ParamValue dim[] = {tileops::ParamValue::integer(-1)};
   const tileops::OpCall r{tileops::ops::reduction_softmax_fwd::kId, "tileops::reduction_softmax_fwd", x.device(),
                           ins, outs, dim};
-  EXPECT_EQ(tileops::ops::family::reduction::View(r).dim(), -1);
+  EXPECT_EQ(tileops::ops::reduction_softmax_fwd::View(r).dim(), -1);
 }

@@ -9,8 +9,13 @@
 namespace tileops::nvrtc {
 namespace {
 
-// Softmax and log_softmax share one launcher: it reads x, y and dim through the family's view.
-using SoftmaxView = tileops::ops::family::reduction::View;
+// Softmax and log_softmax share one launcher: it reads x, y and dim through softmax's view, which
+// log_softmax's arguments match slot for slot.
+using SoftmaxView = tileops::ops::reduction_softmax_fwd::View;
+namespace softmax_op = tileops::ops::reduction_softmax_fwd;
+namespace log_softmax_op = tileops::ops::reduction_log_softmax_fwd;
+static_assert(softmax_op::In::x == log_softmax_op::In::x && softmax_op::Out::y == log_softmax_op::Out::y &&
+              softmax_op::Param::dim == log_softmax_op::Param::dim);
 
 // The reduced dim, wrapped as torch does (a 0-dim x is a 1-element row).
 int64_t wrapped_dim(const SoftmaxView& v) {
