@@ -134,7 +134,7 @@ KernelBuilder rope_non_neox_flat_builder() { return spec_builder(RopeFamily{fals
 
 RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, bool neox, int max_vec,
                    c10::ScalarType cache_dtype) {
-  RopeSpec p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype, {}};
+  RopeSpec p{dtype, static_cast<int>(head_dim), static_cast<int>(rot_dim), 1, neox, cache_dtype};  // int64 positions, no offsets
   p.vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(dtype)), max_vec));
   while (p.vec > 1 && ((rot_dim / 2) % rope_pairs(p) != 0 || head_dim % p.vec != 0)) p.vec /= 2;
   return p;
