@@ -164,12 +164,11 @@ def resolve(op: Op, w: dict) -> list[dict]:
         dts = _dtypes(op, dtype)
         args = [{"shape": shapes[i.name], "dtype": dts[i.name]} if i.name in shapes else {"value": None}
                 for i in op.inputs]
-        same_shapes = len({tuple(shapes[i.name]) for i in op.inputs if i.name in shapes}) <= 1
         for branch in op.branches:
             if branch.out:
                 continue
-            if op.elementwise and "_writes_" in op.operator_name(branch) and not same_shapes:
-                continue  # in place needs the written input to hold the broadcast result
+            if op.elementwise and "_writes_" in op.operator_name(branch):
+                continue  # in place holds only when the input can take the result's shape and dtype
             calls.append({"op_class": op.cls, "operator": op.operator_name(branch), "workload": w["name"],
                           "dtype": dtype, "args": args + params})
     return calls
