@@ -57,7 +57,7 @@ def rows_for(entry, quick: bool) -> list[dict]:
                 half = bytes_per_call // 2  # a copy of half the bytes reads and writes them all
                 srcs = [torch.empty(half, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
                 dsts = [torch.empty(half, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
-                compiled = torch.compile(lambda *a: ref(*a, **params))
+                compiled = harness.compiled(lambda *a: ref(*a, **params))
                 shape = "+".join("x".join(map(str, a.shape)) or "()" for a in args0)
                 rows.append(harness.measure(label, shape, dtype, bytes_per_call, n_sets, {
                     "ours": lambda i: (lambda: op(*sets[i], **params)),

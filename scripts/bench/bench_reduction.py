@@ -94,7 +94,7 @@ def reduce_rows_for(quick: bool) -> list[dict]:
             xs = [harness.random_tensor(shape, dtype) for _ in range(n_sets)]
             halves = [x.flatten()[: numel // 2] for x in xs]
             sinks = [torch.empty_like(h) for h in halves]
-            compiled = torch.compile(lambda x: ref(x, dims_))
+            compiled = harness.compiled(lambda x: ref(x, dims_))
             rows.append(harness.measure(f"{stem}-{layout}", "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
                 "ours": lambda i: (lambda: op(xs[i], arg)),
                 "eager": lambda i: (lambda: ref(xs[i], dims_)),
