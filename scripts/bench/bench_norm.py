@@ -156,6 +156,73 @@ def serving_rows() -> list[dict]:
     return rows
 
 
+def quant_rows() -> list[dict]:
+    """RMSNorm and fused add + RMSNorm with a float8_e4m3fn output, static (a per-tensor scale) and
+    dynamic (a scale a row), the fused ones in place; eager is vLLM's formula written in torch. Bytes:
+    x (and the residual read and written), q at one byte, the weight and the scales."""
+    ops = torch.ops.tileops
+    fp8 = torch.float8_e4m3fn
+    rows = []
+
+    def normed(s, w, n):
+        sf = s.float()
+        return ((sf * torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(s.dtype) * w).float()
+
+    def static(x, w, scale, n):
+        return (normed(x, w, n) * scale.reciprocal()).clamp(-448, 448).to(fp8)
+
+    def dynamic(x, w, n):
+        y = normed(x, w, n)
+        sc = (y.abs().amax(-1, keepdim=True) / 448).clamp_min(1 / (448 * 512))
+        return (y * sc.reciprocal()).clamp(-448, 448).to(fp8), sc
+
+    def add_static(x, r, w, scale, n):
+        r.add_(x)
+        return static(r, w, scale, n)
+
+    def add_dynamic(x, r, w, n):
+        r.add_(x)
+        return dynamic(r, w, n)
+
+    for cls in ("RMSNormStaticQuantFwdOp", "FusedAddRMSNormStaticQuantFwdOp", "RMSNormDynamicQuantFwdOp",
+                "FusedAddRMSNormDynamicQuantFwdOp"):
+        for wl in harness.manifest_workloads("norm", cls):
+            m, n = wl["x"]
+            dtype = harness.DTYPES[wl["dtypes"][0]]
+            fused, dyn = cls.startswith("Fused"), "Dynamic" in cls
+            bytes_per_call = (3 if fused else 1) * m * n * dtype.itemsize + m * n + n * dtype.itemsize + 4 * m
+            n_sets = harness.n_sets_for(bytes_per_call)
+            xs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            rs = [torch.randn(m, n, device="cuda", dtype=dtype) for _ in range(n_sets)] if fused else None
+            big = [torch.empty(bytes_per_call // 2 + 16, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+            w = torch.rand(n, device="cuda", dtype=dtype) + 0.5
+            scale = torch.tensor([0.01], device="cuda")
+            if cls == "RMSNormStaticQuantFwdOp":
+                ours = lambda i: (lambda: ops.norm_rms_norm_static_quant_fwd(xs[i], w, scale, [n]))  # noqa: E731
+                fn, args = static, lambda i: (xs[i], w, scale, n)  # noqa: E731
+            elif cls == "FusedAddRMSNormStaticQuantFwdOp":
+                ours = lambda i: (lambda: ops.norm_fused_add_rms_norm_static_quant_fwd_writes_residual(  # noqa: E731
+                    xs[i], rs[i], w, scale, [n]))
+                fn, args = add_static, lambda i: (xs[i], rs[i], w, scale, n)  # noqa: E731
+            elif cls == "RMSNormDynamicQuantFwdOp":
+                ours = lambda i: (lambda: ops.norm_rms_norm_dynamic_quant_fwd(xs[i], w, None, [n]))  # noqa: E731
+                fn, args = dynamic, lambda i: (xs[i], w, n)  # noqa: E731
+            else:
+                ours = lambda i: (lambda: ops.norm_fused_add_rms_norm_dynamic_quant_fwd_writes_residual(  # noqa: E731
+                    xs[i], rs[i], w, None, [n]))
+                fn, args = add_dynamic, lambda i: (xs[i], rs[i], w, n)  # noqa: E731
+            compiled = harness.compiled(fn)
+            rows.append(harness.measure(f"{cls} {wl['name']}", f"{m}x{n}", dtype, bytes_per_call, n_sets, {
+                "ours": ours,
+                "eager": lambda i, f=fn: (lambda: f(*args(i))),
+                "compile": lambda i: (lambda: compiled(*args(i))),
+                "copy": lambda i: (lambda: big[i].copy_(big[(i + 1) % n_sets])),
+            }))
+            rows[-1]["op"] = cls
+            del xs, rs, big
+    return rows
+
+
 def backward_rows() -> list[dict]:
     """RMSNormBwdOp / LayerNormBwdOp (dx, dweight, dbias) beside torch's own backward kernels.
 
@@ -270,15 +337,18 @@ def main():
     rows = rms_norm_rows(args.quick)
     other = [] if args.quick else fused_and_layer_norm_rows()
     serving = [] if args.quick else serving_rows()
+    quant = [] if args.quick else quant_rows()
     bwd = [] if args.quick else backward_rows()
     host = host_costs()
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-                                   "kernels": rows + other + serving + bwd, "host_us": host})
+                                   "kernels": rows + other + serving + quant + bwd, "host_us": host})
     harness.print_table("RMSNormFwdOp", rows)
     if other:
         harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
     if serving:
         harness.print_table("Serving forms: float32 weights, Gemma (1 + w), fused in place", serving)
+    if quant:
+        harness.print_table("Quantised output: float8_e4m3fn, static and per-row scales, fused in place", quant)
     if bwd:
         harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")

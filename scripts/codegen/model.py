@@ -19,6 +19,7 @@ DTYPES = {
     "float32": "at::kFloat",
     "float64": "at::kDouble",
     "int8": "at::kChar",
+    "float8_e4m3fn": "at::kFloat8_e4m3fn",
     "uint8": "at::kByte",
     "int16": "at::kShort",
     "int32": "at::kInt",

@@ -32,6 +32,30 @@ def _gemma_fused_add_rms_norm(device):
     return GemmaFusedAddRMSNormFwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
 
 
+def _scale(device):
+    return torch.full((1,), 0.05, device=device)
+
+
+def _rms_norm_static_quant(device):
+    from tileops.norm import RMSNormStaticQuantFwdOp
+    return RMSNormStaticQuantFwdOp((256,)), _inputs(device, (8, 256), (256,)) + (_scale(device),)
+
+
+def _fused_add_rms_norm_static_quant(device):
+    from tileops.norm import FusedAddRMSNormStaticQuantFwdOp
+    return FusedAddRMSNormStaticQuantFwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,)) + (_scale(device),)
+
+
+def _rms_norm_dynamic_quant(device):
+    from tileops.norm import RMSNormDynamicQuantFwdOp
+    return RMSNormDynamicQuantFwdOp((256,)), _inputs(device, (8, 256), (256,)) + (None,)
+
+
+def _fused_add_rms_norm_dynamic_quant(device):
+    from tileops.norm import FusedAddRMSNormDynamicQuantFwdOp
+    return FusedAddRMSNormDynamicQuantFwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,)) + (None,)
+
+
 def _rms_norm_bwd(device):
     from tileops.norm import RMSNormBwdOp
     return RMSNormBwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
@@ -48,6 +72,10 @@ CONTRACT = {
     "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
     "GemmaRMSNormFwdOp": _gemma_rms_norm,
     "GemmaFusedAddRMSNormFwdOp": _gemma_fused_add_rms_norm,
+    "RMSNormStaticQuantFwdOp": _rms_norm_static_quant,
+    "FusedAddRMSNormStaticQuantFwdOp": _fused_add_rms_norm_static_quant,
+    "RMSNormDynamicQuantFwdOp": _rms_norm_dynamic_quant,
+    "FusedAddRMSNormDynamicQuantFwdOp": _fused_add_rms_norm_dynamic_quant,
     "RMSNormBwdOp": _rms_norm_bwd,
     "LayerNormBwdOp": _layer_norm_bwd,
 }

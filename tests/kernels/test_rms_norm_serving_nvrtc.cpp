@@ -1,6 +1,7 @@
 // The serving forms of the RMSNorm rows (a float32 weight beside a 16-bit row, the Gemma 1 + w form)
 // compile with NVRTC for sm_80 and sm_90a, take only the register and streaming rows, and leave the
-// same-dtype kernels' instantiation as it was.
+// same-dtype kernels' instantiation as it was; the quantised-output rows (int8, float8_e4m3fn; static
+// and dynamic scales) compile too and are register rows only.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,6 +17,7 @@ namespace {
 using tileops::nvrtc::RowNormImpl;
 using tileops::nvrtc::RowNormOp;
 using tileops::nvrtc::RowNormProblem;
+using tileops::nvrtc::RowNormQuant;
 using tileops::nvrtc::RowNormSpec;
 
 RowNormSpec plan(RowNormOp op, c10::ScalarType dtype, int64_t n, bool float_weight, bool gemma,
@@ -95,6 +97,73 @@ TEST(ServingRowsPlan, LayerNormTakesOnlyAPlainWeight) {
   RowNormProblem q{RowNormOp::kLayerNorm, c10::kBFloat16, 4096, 16, true};
   q.float_weight = true;
   EXPECT_THROW(tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts("h200")), c10::Error);
+}
+
+RowNormSpec plan_quant(RowNormOp op, c10::ScalarType dtype, int64_t n, RowNormQuant quant, c10::ScalarType qdtype,
+                       const char* device = "h200") {
+  RowNormProblem q{op, dtype, n, 16, true};
+  q.quant = quant;
+  q.qdtype = qdtype;
+  return tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts(device));
+}
+
+struct QuantCase {
+  RowNormOp op;
+  c10::ScalarType dtype;
+  int64_t n;
+  RowNormQuant quant;
+  c10::ScalarType qdtype;
+};
+
+class QuantRowsCompile : public ::testing::TestWithParam<std::tuple<QuantCase, const char*>> {};
+
+TEST_P(QuantRowsCompile, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [c, device] = GetParam();
+  const RowNormSpec s = plan_quant(c.op, c.dtype, c.n, c.quant, c.qdtype, device);
+  EXPECT_EQ(s.impl, RowNormImpl::kRegisterResident);
+  EXPECT_TRUE(s.cache);
+  const auto src = s.sources()[0];
+  EXPECT_NE(src.name_expression.find("_quant_fwd<"), std::string::npos) << src.name_expression;
+  EXPECT_NE(src.name_expression.find(c.qdtype == c10::kChar ? "signed char" : "tileops::fp8_e4m3"), std::string::npos);
+  const auto cubin = tileops::jit::compile_to_cubin(src);
+  ASSERT_GT(cubin.image.size(), 4u);
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Devices, QuantRowsCompile,
+    ::testing::Combine(
+        ::testing::Values(
+            QuantCase{RowNormOp::kRmsNorm, c10::kBFloat16, 4096, RowNormQuant::kStatic, c10::kFloat8_e4m3fn},
+            QuantCase{RowNormOp::kRmsNorm, c10::kHalf, 8192, RowNormQuant::kDynamic, c10::kChar},  // 256 threads
+            QuantCase{RowNormOp::kFusedAddRmsNorm, c10::kBFloat16, 4096, RowNormQuant::kDynamic, c10::kFloat8_e4m3fn},
+            QuantCase{RowNormOp::kFusedAddRmsNorm, c10::kFloat, 1000, RowNormQuant::kStatic, c10::kChar},  // vec 4, ragged
+            QuantCase{RowNormOp::kRmsNorm, c10::kBFloat16, 32768, RowNormQuant::kDynamic, c10::kFloat8_e4m3fn},  // 1024 threads
+            QuantCase{RowNormOp::kRmsNorm, c10::kBFloat16, 128, RowNormQuant::kDynamic, c10::kChar}),  // rows of 16 threads
+        ::testing::Values("a100", "h200")));
+
+TEST(QuantRowsPlan, RegisterRowsOnlyAndTheOthersUnchanged) {
+  // 8192 bf16 rows go to the staged kernel with a plain output; the quantised ones stay in registers.
+  const RowNormSpec s = plan_quant(RowNormOp::kRmsNorm, c10::kBFloat16, 8192, RowNormQuant::kStatic, c10::kChar);
+  EXPECT_EQ(s.impl, RowNormImpl::kRegisterResident);
+  EXPECT_EQ(s.template_expression(), "tileops::rms_norm_quant_fwd<tileops::bf16, 8192, 8, 256, 1, signed char, false>");
+  const RowNormSpec d =
+      plan_quant(RowNormOp::kFusedAddRmsNorm, c10::kBFloat16, 8192, RowNormQuant::kDynamic, c10::kFloat8_e4m3fn);
+  EXPECT_EQ(d.template_expression(),
+            "tileops::fused_add_rms_norm_quant_fwd<tileops::bf16, 8192, 8, 256, 1, tileops::fp8_e4m3, true>");
+  EXPECT_NE(d.name().find("_qdf8e4m3"), std::string::npos) << d.name();
+  EXPECT_FALSE(s == plan_quant(RowNormOp::kRmsNorm, c10::kBFloat16, 8192, RowNormQuant::kStatic, c10::kFloat8_e4m3fn));
+  EXPECT_FALSE(s == plan_quant(RowNormOp::kRmsNorm, c10::kBFloat16, 8192, RowNormQuant::kDynamic, c10::kChar));
+  // Rows longer than registers hold (64 KB of x) are refused, naming the op and the limit.
+  try {
+    plan_quant(RowNormOp::kRmsNorm, c10::kBFloat16, 65536, RowNormQuant::kDynamic, c10::kChar);
+    FAIL() << "a 128 KB row was planned";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tileops::norm_rms_norm_dynamic_quant_fwd: normalized_shape of 65536"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("65536 bytes a row"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

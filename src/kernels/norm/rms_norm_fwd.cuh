@@ -9,6 +9,8 @@
 // (rows too long for registers; the re-read mostly hits L2).
 // The weight is W (T, or float32 beside a 16-bit row); with GEMMA the row is scaled by 1 + w
 // (GemmaRMSNormFwdOp, GemmaFusedAddRMSNormFwdOp), formed in float32 as vLLM and flashinfer do.
+// With QUANT (rms_norm_quant_fwd, fused_add_rms_norm_quant_fwd; register rows only) the output is
+// quantised to int8 or float8_e4m3fn against a static or a per-row dynamic scale (quant_epilogue).
 // Host side (src/targets/nvrtc/norm/row_norm_plan.cpp) picks the template arguments; requires
 // N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16 (or VEC * sizeof(W) >= 16).
 #pragma once
@@ -71,10 +73,107 @@ struct RowSource {
   }
 };
 
+// float8_e4m3fn storage: one byte, written by to_e4m3.
+struct alignas(1) fp8_e4m3 { unsigned char bits; };
+
+// v (finite, |v| <= 448) to float8_e4m3fn, rounded to nearest even: any arch, no fp8 intrinsics.
+__device__ __forceinline__ unsigned char to_e4m3(float v) {
+  const unsigned char sign = (__float_as_uint(v) >> 24) & 0x80u;
+  const float a = fabsf(v);
+  // Subnormals are multiples of 2^-9; 8 of them round up into the smallest normal, encoded next.
+  if (a < 0.015625f) return sign | static_cast<unsigned char>(__float2int_rn(a * 512.f));
+  unsigned int b = __float_as_uint(a);
+  b += 0x7ffffu + ((b >> 20) & 1u);  // round the mantissa to 3 bits, ties to even
+  const unsigned int e = (b >> 23) - 120u, m = (b >> 20) & 7u;
+  return sign | static_cast<unsigned char>((e << 3) | m);
+}
+
+// The quantised output of a register row (RMSNorm*QuantFwdOp): q = quant(y * (1 / scale)), y rounded
+// to T after s * r and after the weight product (vLLM's rounding). Static: scale is the given
+// per-tensor scale. Dynamic: bound is scale_ub or nullptr, and the row's scale,
+// max(min(absmax(y), ub) / qmax, min_scale), is stored to *row_scale.
+struct NoQuant {
+  static constexpr bool kOn = false;
+};
+// Per output type: the conversion of v = y / scale, the largest magnitude and vLLM's floor on a
+// dynamic scale.
+template <typename Q>
+struct QuantType;
+template <>
+struct QuantType<signed char> {  // int8: round to nearest even (cvt.rni), saturate
+  static constexpr float kQmax = 127.f;
+  static constexpr float kMinScale = 1.1920928955078125e-7f;  // float32's epsilon
+  __device__ __forceinline__ static signed char from(float v) {
+    return static_cast<signed char>(max(-128, min(127, __float2int_rn(v))));
+  }
+};
+template <>
+struct QuantType<fp8_e4m3> {  // float8_e4m3fn: clamp to +-448, round to nearest even
+  static constexpr float kQmax = 448.f;
+  static constexpr float kMinScale = 1.f / (448.f * 512.f);
+  __device__ __forceinline__ static fp8_e4m3 from(float v) { return fp8_e4m3{to_e4m3(fmaxf(-448.f, fminf(v, 448.f)))}; }
+};
+template <typename Q, bool DYNAMIC>
+struct QuantOut {
+  static constexpr bool kOn = true;
+  Q* q;                // the row's output
+  const float* scale;  // static: the scale; dynamic: scale_ub or nullptr
+  float* row_scale;    // dynamic: the row's scale
+};
+
+// The quantised store of a register row: y = T(T(s * r) * w) replaces the cached row, then (dynamic)
+// the row's absmax sets its scale, then q = quant(y * (1 / scale)).
+template <typename T, int VEC, int TPR, int VECS, int PER_THREAD, bool PREFETCH_W, typename W, bool GEMMA,
+          typename Q, bool DYNAMIC>
+__device__ __forceinline__ void quant_epilogue(Vec<T, VEC>* cache, const WeightVec<W, VEC>* wcache,
+                                               const W* __restrict__ w, int t, bool active,
+                                               const QuantOut<Q, DYNAMIC>& quant, float r) {
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; ++i) {
+    const int c = i * TPR + t;
+    if (active && c < VECS) {
+      WeightVec<W, VEC> wv;
+      if constexpr (PREFETCH_W) wv = wcache[i];
+      else wv.load(w, c);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float xr = to_float(from_float<T>(to_float(cache[i].v[j]) * r));
+        cache[i].v[j] = from_float<T>(xr * wv.template factor<GEMMA>(j));
+        if constexpr (DYNAMIC) amax = fmaxf(amax, fabsf(to_float(cache[i].v[j])));
+      }
+    }
+  }
+  float scale;
+  if constexpr (DYNAMIC) {
+    __shared__ float max_scratch[TPR > 32 ? TPR / 32 : 1];
+    amax = group_reduce<TPR>(amax, max_scratch, [](float a, float b) { return fmaxf(a, b); });
+    if (quant.scale != nullptr) amax = fminf(amax, *quant.scale);
+    scale = fmaxf(amax / QuantType<Q>::kQmax, QuantType<Q>::kMinScale);
+    if (active && t == 0) *quant.row_scale = scale;
+  } else {
+    scale = *quant.scale;
+  }
+  const float inv = 1.f / scale;
+  Vec<Q, VEC>* qr = reinterpret_cast<Vec<Q, VEC>*>(quant.q);
+#pragma unroll
+  for (int i = 0; i < PER_THREAD; ++i) {
+    const int c = i * TPR + t;
+    if (active && c < VECS) {
+      Vec<Q, VEC> out;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out.v[j] = QuantType<Q>::from(to_float(cache[i].v[j]) * inv);
+      qr[c] = out;
+    }
+  }
+}
+
 template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool CACHE, bool ADD_RESIDUAL, typename W,
-          bool GEMMA>
+          bool GEMMA, typename QUANT = NoQuant>
 __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUAL>& src, const W* __restrict__ w,
-                                             T* __restrict__ y, bool active, float* scratch, float eps) {
+                                             T* __restrict__ y, bool active, float* scratch, float eps,
+                                             const QUANT& quant = QUANT{}) {
+  static_assert(CACHE || !QUANT::kOn, "the quantised output is written from registers");
   using V = Vec<T, VEC>;
   using WV = WeightVec<W, VEC>;
   constexpr int kVecs = N / VEC;                      // vectors per row
@@ -109,6 +208,10 @@ __device__ __forceinline__ void rms_norm_row(const RowSource<T, VEC, ADD_RESIDUA
       }
     }
     const float r = rsqrtf(group_sum<TPR>(ss, scratch) / N + eps);
+    if constexpr (QUANT::kOn) {
+      quant_epilogue<T, VEC, TPR, kVecs, kPerThread, kPrefetchW, W, GEMMA>(cache, wcache, w, t, active, quant, r);
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int c = i * TPR + t;
@@ -181,6 +284,40 @@ fused_add_rms_norm_fwd(const T* __restrict__ x, const T* residual_in, T* residua
   const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + off), reinterpret_cast<const V*>(residual_in + off),
                                     reinterpret_cast<V*>(residual_out + off)};
   rms_norm_row<T, N, VEC, TPR, ROWS, HAS_WEIGHT, CACHE, true, W, GEMMA>(src, w, y + off, active, scratch, eps);
+}
+
+// RMSNormStaticQuantFwdOp / RMSNormDynamicQuantFwdOp (register rows): q of type Q (signed char or
+// fp8_e4m3); scale is the static scale or scale_ub (nullptr: none); scales (dynamic) one a row.
+template <typename T, int N, int VEC, int TPR, int ROWS, typename Q, bool DYNAMIC>
+__global__ void __launch_bounds__(TPR * ROWS)
+rms_norm_quant_fwd(const T* __restrict__ x, const T* __restrict__ w, Q* __restrict__ q, const float* __restrict__ scale,
+                   float* __restrict__ scales, long long rows, float eps) {
+  using V = Vec<T, VEC>;
+  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
+  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
+  const bool active = row < rows;
+  const long long r = active ? row : 0;
+  const RowSource<T, VEC, false> src{reinterpret_cast<const V*>(x + r * N), nullptr, nullptr};
+  const QuantOut<Q, DYNAMIC> out{q + r * N, scale, DYNAMIC ? scales + r : nullptr};
+  rms_norm_row<T, N, VEC, TPR, ROWS, true, true, false, T, false>(src, w, nullptr, active, scratch, eps, out);
+}
+
+// FusedAddRMSNormStaticQuantFwdOp / FusedAddRMSNormDynamicQuantFwdOp: as rms_norm_quant_fwd on
+// s = T(x + residual), which is stored to residual_out (may alias residual_in).
+template <typename T, int N, int VEC, int TPR, int ROWS, typename Q, bool DYNAMIC>
+__global__ void __launch_bounds__(TPR * ROWS)
+fused_add_rms_norm_quant_fwd(const T* __restrict__ x, const T* residual_in, T* residual_out, const T* __restrict__ w,
+                             Q* __restrict__ q, const float* __restrict__ scale, float* __restrict__ scales,
+                             long long rows, float eps) {
+  using V = Vec<T, VEC>;
+  __shared__ float scratch[TPR > 32 ? TPR / 32 : 1];
+  const long long row = static_cast<long long>(blockIdx.x) * ROWS + threadIdx.x / TPR;
+  const bool active = row < rows;
+  const long long r = active ? row : 0;
+  const RowSource<T, VEC, true> src{reinterpret_cast<const V*>(x + r * N), reinterpret_cast<const V*>(residual_in + r * N),
+                                    reinterpret_cast<V*>(residual_out + r * N)};
+  const QuantOut<Q, DYNAMIC> out{q + r * N, scale, DYNAMIC ? scales + r : nullptr};
+  rms_norm_row<T, N, VEC, TPR, ROWS, true, true, true, T, false>(src, w, nullptr, active, scratch, eps, out);
 }
 
 }  // namespace tileops

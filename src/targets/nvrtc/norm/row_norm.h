@@ -18,6 +18,10 @@ namespace tileops::nvrtc {
 
 enum class RowNormOp : uint8_t { kRmsNorm, kFusedAddRmsNorm, kLayerNorm };
 
+// The output of the RMSNorm rows: y in x's dtype, or quantised (RMSNorm*QuantFwdOp) against a given
+// per-tensor scale or a per-row one the kernel computes.
+enum class RowNormQuant : uint8_t { kNone, kStatic, kDynamic };
+
 // The implementations (src/kernels/norm/): which one serves a row is chosen by what each declares
 // it applies to and which it is preferred over (row_norm_implementations()).
 enum class RowNormImpl : int {
@@ -37,6 +41,8 @@ struct RowNormProblem {
   bool bias = false;    // LayerNorm only
   bool float_weight = false;  // a float32 weight beside a 16-bit row
   bool gemma = false;         // RMSNorm rows scaled by 1 + weight
+  RowNormQuant quant = RowNormQuant::kNone;
+  c10::ScalarType qdtype = c10::ScalarType::Char;  // the quantised output: Char or Float8_e4m3fn
   bool operator==(const RowNormProblem& o) const;
   size_t hash() const;
 };
@@ -57,6 +63,8 @@ struct RowNormSpec {
   bool one_pass;      // LayerNorm's staged rows: mean and variance from one pass of shifted sums
   bool float_weight;  // the weight is float32, the row 16-bit (register and streaming rows)
   bool gemma;         // scaled by 1 + weight (register and streaming rows)
+  RowNormQuant quant; // register rows only
+  c10::ScalarType qdtype;
   std::string arch;
 
   bool operator==(const RowNormSpec& o) const;

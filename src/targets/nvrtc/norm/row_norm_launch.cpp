@@ -25,6 +25,7 @@ class RowNormKernel final : public Kernel {
         smem_(static_cast<unsigned>(s.smem_bytes())),
         weight_(s.weight),
         bias_(s.bias),
+        quant_(s.quant),
         args_of_(args_of) {}
 
   void launch(const OpCall& call) const override {
@@ -37,6 +38,18 @@ class RowNormKernel final : public Kernel {
     float eps = a.eps ? static_cast<float>(*a.eps) : FLT_EPSILON;
     const long long grid = cluster_ > 1 ? rows * cluster_ : (rows + rows_per_cta_ - 1) / rows_per_cta_;
     TORCH_CHECK(grid <= 0x7fffffffLL, call.op_name, ": too many rows (", rows, ") for one launch");
+    if (quant_ != RowNormQuant::kNone) {
+      const void* scale = a.scale ? a.scale->const_data_ptr() : nullptr;  // dynamic: scale_ub or none
+      void* scales = quant_ == RowNormQuant::kDynamic ? a.scales->mutable_data_ptr() : nullptr;
+      if (op_ == RowNormOp::kFusedAddRmsNorm) {
+        const void* r_in = a.residual->const_data_ptr();
+        void* r_out = a.residual_out->mutable_data_ptr();
+        void* args[] = {&x, &r_in, &r_out, &w, &y, &scale, &scales, &rows, &eps};
+        return run(grid, args);
+      }
+      void* args[] = {&x, &w, &y, &scale, &scales, &rows, &eps};
+      return run(grid, args);
+    }
     if (op_ == RowNormOp::kFusedAddRmsNorm) {
       const void* r_in = a.residual->const_data_ptr();
       void* r_out = a.residual_out->mutable_data_ptr();  // the residual itself when in place
@@ -65,6 +78,7 @@ class RowNormKernel final : public Kernel {
   int n_, rows_per_cta_, cluster_;
   unsigned block_, smem_;
   bool weight_, bias_;
+  RowNormQuant quant_;
   RowNormArgsOf args_of_;
 };
 
@@ -87,6 +101,12 @@ RowNormProblem RowNormFamily::problem(const OpCall& call) const {
                    a.bias != nullptr};
   q.float_weight = float_weight;
   q.gemma = gemma;
+  q.quant = quant;
+  if (quant != RowNormQuant::kNone) {
+    q.qdtype = a.y.scalar_type();
+    // q has one byte an element: its vectors are VEC bytes wide.
+    q.max_vec = std::min(q.max_vec, access_width({a.y.data_ptr()}, 1));
+  }
   return q;
 }
 

@@ -26,6 +26,9 @@ struct RowNormArgs {
   const at::Tensor* residual_out;
   c10::IntArrayRef normalized_shape;
   std::optional<double> eps;
+  // The quantised ops: y is q; scale is the static scale or scale_ub; scales the per-row scales.
+  const at::Tensor* scale = nullptr;
+  const at::Tensor* scales = nullptr;
 };
 using RowNormArgsOf = RowNormArgs (*)(const OpCall& call);
 
@@ -35,6 +38,7 @@ struct RowNormFamily {
   RowNormOp op;
   RowNormArgsOf args;
   bool gemma = false;  // GemmaRMSNormFwdOp, GemmaFusedAddRMSNormFwdOp: scaled by 1 + weight
+  RowNormQuant quant = RowNormQuant::kNone;  // RMSNorm*QuantFwdOp
 
   Problem problem(const OpCall& call) const;
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_row_norm(q, dev, t); }
@@ -47,5 +51,9 @@ RowNormFamily fused_add_rms_norm_fwd_family();
 RowNormFamily layer_norm_fwd_family();
 RowNormFamily gemma_rms_norm_fwd_family();
 RowNormFamily gemma_fused_add_rms_norm_fwd_family();
+RowNormFamily rms_norm_static_quant_fwd_family();
+RowNormFamily fused_add_rms_norm_static_quant_fwd_family();
+RowNormFamily rms_norm_dynamic_quant_fwd_family();
+RowNormFamily fused_add_rms_norm_dynamic_quant_fwd_family();
 
 }  // namespace tileops::nvrtc

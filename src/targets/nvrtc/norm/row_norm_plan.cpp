@@ -58,12 +58,14 @@ RowNormSpec base_spec(const RowNormProblem& q, int vec, const DeviceFacts& dev) 
   s.bias = q.bias;
   s.float_weight = q.float_weight;
   s.gemma = q.gemma;
+  s.quant = q.quant;
+  s.qdtype = q.quant == RowNormQuant::kNone ? c10::ScalarType::Char : q.qdtype;
   s.arch = dev.arch;
   return s;
 }
 
 // The cluster and staged kernels read a weight of the row's dtype and scale by it as it is.
-bool plain_weight(const RowNormProblem& q) { return !q.float_weight && !q.gemma; }
+bool plain_weight(const RowNormProblem& q) { return !q.float_weight && !q.gemma && q.quant == RowNormQuant::kNone; }
 
 bool register_resident_applies(const RowNormQuery& r) { return row_bytes(r.q) <= kT.register_max_row_bytes; }
 bool cluster_applies(const RowNormQuery& r) {
@@ -71,7 +73,7 @@ bool cluster_applies(const RowNormQuery& r) {
   RowNormSpec s = base_spec(r.q, r.vec, r.dev);
   return plan_cluster(s, r.t);
 }
-bool streaming_applies(const RowNormQuery&) { return true; }
+bool streaming_applies(const RowNormQuery& r) { return r.q.quant == RowNormQuant::kNone; }
 bool staged_applies(const RowNormQuery& r) {
   if (!plain_weight(r.q)) return false;
   switch (r.q.op) {
@@ -88,7 +90,8 @@ bool staged_applies(const RowNormQuery& r) {
 
 constexpr uint32_t bit(RowNormImpl i) { return 1u << static_cast<int>(i); }
 
-const char* op_stem(RowNormOp op) {
+const char* op_stem(RowNormOp op, RowNormQuant quant = RowNormQuant::kNone) {
+  if (quant != RowNormQuant::kNone) return op == RowNormOp::kFusedAddRmsNorm ? "fused_add_rms_norm_quant_fwd" : "rms_norm_quant_fwd";
   switch (op) {
     case RowNormOp::kRmsNorm: return "rms_norm_fwd";
     case RowNormOp::kFusedAddRmsNorm: return "fused_add_rms_norm_fwd";
@@ -97,7 +100,12 @@ const char* op_stem(RowNormOp op) {
   return "?";
 }
 
-const char* op_name(RowNormOp op) {
+const char* op_name(RowNormOp op, RowNormQuant quant = RowNormQuant::kNone) {
+  const bool fused = op == RowNormOp::kFusedAddRmsNorm;
+  if (quant == RowNormQuant::kStatic)
+    return fused ? "tileops::norm_fused_add_rms_norm_static_quant_fwd" : "tileops::norm_rms_norm_static_quant_fwd";
+  if (quant == RowNormQuant::kDynamic)
+    return fused ? "tileops::norm_fused_add_rms_norm_dynamic_quant_fwd" : "tileops::norm_rms_norm_dynamic_quant_fwd";
   switch (op) {
     case RowNormOp::kRmsNorm: return "tileops::norm_rms_norm_fwd";
     case RowNormOp::kFusedAddRmsNorm: return "tileops::norm_fused_add_rms_norm_fwd";
@@ -112,22 +120,25 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 
 bool RowNormProblem::operator==(const RowNormProblem& o) const {
   return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias &&
-         float_weight == o.float_weight && gemma == o.gemma;
+         float_weight == o.float_weight && gemma == o.gemma && quant == o.quant &&
+         (quant == RowNormQuant::kNone || qdtype == o.qdtype);
 }
 size_t RowNormProblem::hash() const {
   return hash_words(
-      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma});
+      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma,
+       static_cast<int64_t>(quant), quant == RowNormQuant::kNone ? 0 : static_cast<int64_t>(qdtype)});
 }
 
 bool RowNormSpec::operator==(const RowNormSpec& o) const {
   return op == o.op && impl == o.impl && dtype == o.dtype && n == o.n && vec == o.vec && tpr == o.tpr &&
          rows == o.rows && cluster == o.cluster && weight == o.weight && bias == o.bias && cache == o.cache &&
          staged == o.staged && one_pass == o.one_pass && float_weight == o.float_weight && gemma == o.gemma &&
-         arch == o.arch;
+         quant == o.quant && qdtype == o.qdtype && arch == o.arch;
 }
 size_t RowNormSpec::hash() const {
   return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(impl), static_cast<int64_t>(dtype), n, vec, tpr,
-                     rows, cluster, weight, bias, cache, staged, one_pass, float_weight, gemma}) ^
+                     rows, cluster, weight, bias, cache, staged, one_pass, float_weight, gemma,
+                     static_cast<int64_t>(quant), static_cast<int64_t>(qdtype)}) ^
          std::hash<std::string>()(arch);
 }
 
@@ -165,10 +176,16 @@ RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const
   TORCH_CHECK(q.op != RowNormOp::kLayerNorm || plain_weight(q), op_name(q.op),
               ": the LayerNorm kernels take a weight of x's dtype only");
   TORCH_CHECK(!q.gemma || q.weight, op_name(q.op), ": the Gemma form needs a weight");
+  // The quantised rows are written from registers only (the register-resident implementation).
+  TORCH_CHECK(q.quant == RowNormQuant::kNone || row_bytes(q) <= kT.register_max_row_bytes, op_name(q.op, q.quant),
+              ": normalized_shape of ", q.n, " elements (", row_bytes(q), " bytes of x a row) is longer than the ",
+              kT.register_max_row_bytes, " bytes a row the nvrtc kernel keeps in registers");
+  TORCH_CHECK(q.quant == RowNormQuant::kNone || (q.weight && !q.float_weight && !q.gemma), op_name(q.op, q.quant),
+              ": the quantised rows take a weight of x's dtype");
   const int vec = row_access_width(q.dtype, q.n, q.max_vec);
   RowNormSpec s = base_spec(q, vec, dev);
   s.impl = static_cast<RowNormImpl>(
-      select_implementation(op_name(q.op), row_norm_implementations(), RowNormQuery{q, vec, dev, t}).id);
+      select_implementation(op_name(q.op, q.quant), row_norm_implementations(), RowNormQuery{q, vec, dev, t}).id);
   switch (s.impl) {
     case RowNormImpl::kRegisterResident: plan_row_per_cta(s, true, t); break;
     case RowNormImpl::kStreaming: plan_row_per_cta(s, false, t); break;
@@ -200,7 +217,10 @@ std::string RowNormSpec::name() const {
                            ? "_b" + std::to_string(tpr) + "_c" + std::to_string(cluster)
                            : "_t" + std::to_string(tpr) + "_r" + std::to_string(rows);
   const char* kind = staged ? "_staged" : impl == RowNormImpl::kCluster ? "_cluster" : cache ? "_reg" : "_stream";
-  return std::string(op_stem(op)) + "__" + short_type_name(dtype) + "__n" + std::to_string(n) + "__v" +
+  const std::string qs = quant == RowNormQuant::kNone ? ""
+                         : std::string(quant == RowNormQuant::kStatic ? "_qs" : "_qd") +
+                               (qdtype == c10::ScalarType::Char ? "i8" : "f8e4m3");
+  return std::string(op_stem(op, quant)) + qs + "__" + short_type_name(dtype) + "__n" + std::to_string(n) + "__v" +
          std::to_string(vec) + layout + (weight ? "_w" : "_nw") + (op == RowNormOp::kLayerNorm ? (bias ? "_b" : "_nb") : "") +
          (float_weight ? "_wf32" : "") + (gemma ? "_gemma" : "") + kind + (one_pass ? "_1p" : "") + "__" + arch;
 }
@@ -214,6 +234,10 @@ std::string RowNormSpec::template_expression() const {
     if (staged) return kernel + "_staged" + head + wb + ", " + tf(one_pass) + ">";
     return kernel + head + std::to_string(rows) + ", " + wb + ", " + tf(cache) + ">";
   }
+  if (quant != RowNormQuant::kNone)
+    return std::string("tileops::") + op_stem(op, quant) + head + std::to_string(rows) + ", " +
+           (qdtype == c10::ScalarType::Char ? "signed char" : "tileops::fp8_e4m3") + ", " +
+           tf(quant == RowNormQuant::kDynamic) + ">";
   if (staged) return kernel + "_staged" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
   if (impl == RowNormImpl::kCluster) return kernel + "_cluster" + head + std::to_string(cluster) + ", " + tf(weight) + ">";
   // The weight's type and the Gemma form are trailing template arguments, left to their defaults
@@ -233,8 +257,11 @@ std::vector<jit::KernelSource> RowNormSpec::sources() const {
 }
 
 std::string RowNormSpec::describe() const {
-  return std::string(op_stem(op)) + "(dtype=" + short_type_name(dtype) + ", n=" + std::to_string(n) +
+  return std::string(op_stem(op, quant)) + "(dtype=" + short_type_name(dtype) + ", n=" + std::to_string(n) +
          ", weight=" + (weight ? (float_weight ? "float32" : "yes") : "no") + (gemma ? ", gemma" : "") +
+         (quant == RowNormQuant::kNone ? ""
+          : std::string(quant == RowNormQuant::kStatic ? ", static " : ", dynamic ") +
+                (qdtype == c10::ScalarType::Char ? "int8" : "float8_e4m3fn")) +
          (op == RowNormOp::kLayerNorm ? (bias ? ", bias=yes" : ", bias=no") : "") +
          ", vec=" + std::to_string(vec) + ", impl=" + row_norm_impl_name(impl) + ")";
 }
