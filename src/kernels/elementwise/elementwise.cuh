@@ -83,12 +83,14 @@ template <class T> __device__ __forceinline__ bool isnan(T) { return false; }
 template <class T> __device__ __forceinline__ bool isinf(T) { return false; }
 template <class T> __device__ __forceinline__ bool isfinite(T) { return true; }
 template <class T> __device__ __forceinline__ bool signbit(T x) { return x < T(0); }
-// torch.sign: -1, 0 or 1; NaN stays NaN.
-__device__ __forceinline__ float sign(float x) { return x != x ? x : static_cast<float>((0.f < x) - (x < 0.f)); }
+// torch.sign: (0 < x) - (x < 0), so NaN and -0.0 give +0.0 as in torch.
 template <class T> __device__ __forceinline__ T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
-// torch.maximum / minimum: a NaN operand wins.
-template <class T> __device__ __forceinline__ T maximum(T a, T b) { return isnan(a) ? a : (isnan(b) ? b : (a > b ? a : b)); }
-template <class T> __device__ __forceinline__ T minimum(T a, T b) { return isnan(a) ? a : (isnan(b) ? b : (a < b ? a : b)); }
+// torch.maximum / minimum: a NaN operand wins; otherwise fmaxf/fminf as torch's CUDA kernels, which
+// order the zeros (max(-0.0, 0.0) is 0.0, min is -0.0).
+template <class T> __device__ __forceinline__ T maximum(T a, T b) { return a > b ? a : b; }
+template <class T> __device__ __forceinline__ T minimum(T a, T b) { return a < b ? a : b; }
+__device__ __forceinline__ float maximum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fmaxf(a, b)); }
+__device__ __forceinline__ float minimum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fminf(a, b)); }
 // torch.clamp: NaN x stays NaN; lo > hi gives hi.
 template <class T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
   if (isnan(x)) return x;
