@@ -174,6 +174,21 @@ def test_weight_must_be_x_dtype():
         OPS.norm_rms_norm_dynamic_quant_fwd(x, w.float(), None, [256])
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("dtype,n", [(torch.bfloat16, 32769), (torch.float32, 16385)], ids=["bf16", "f32"])
+def test_rows_over_64_kb_are_refused_on_every_target(dtype, n, device):
+    # The nvrtc kernel keeps a row in registers; the rule is the op's, so the reference and Meta agree.
+    x = torch.ones(2, n, dtype=dtype, device=device)
+    w = torch.ones(n, dtype=dtype, device=device)
+    rule = r"shape rule 'prod\(normalized_shape\) \* elem_size\(x\) <= 65536' is violated"
+    with pytest.raises(ValueError, match=r"tileops::norm_rms_norm_dynamic_quant_fwd: " + rule):
+        OPS.norm_rms_norm_dynamic_quant_fwd(x, w, None, [n])
+    with pytest.raises(ValueError, match=r"tileops::norm_fused_add_rms_norm_static_quant_fwd: " + rule):
+        OPS.norm_fused_add_rms_norm_static_quant_fwd(x, x.clone(), w, torch.ones(1, device=device), [n])
+    q, scales = OPS.norm_rms_norm_dynamic_quant_fwd(x[:, :n - 1], w[:n - 1], None, [n - 1])  # 64 KB is served
+    assert q.shape == (2, n - 1) and scales.shape == (2, 1)
+
+
 # ---- Meta, fake, opcheck ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("qdtype", QDTYPES, ids=str)
