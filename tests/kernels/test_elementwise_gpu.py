@@ -1,7 +1,7 @@
 """Elementwise engine on CUDA (nvrtc target) against torch on CUDA, for every entry of
 manifests/elementwise.yaml and every dtype it lists: broadcasting, special values, each planned
 path (vectorised contiguous, a 0-dim operand, misaligned, strided: transposed, sliced, expanded,
-outer broadcast), the in-place and out= branches, and indexing past 2^31 elements."""
+outer broadcast, bias rows), the in-place and out= branches, and indexing past 2^31 elements."""
 import pytest
 import torch
 
@@ -51,6 +51,9 @@ def test_every_layout(name):
         [make((300, 514), 0)[:, 1:513]] + [make((300, 512), k) for k in range(1, n)],  # sliced: misaligned rows
         [make(((1 << 16) + 1,), 0)[1:]] + [make((1 << 16,), k) for k in range(1, n)],    # misaligned start
         [make((64, 1, 7, 1, 3, 1, 5), 0)] + [make((1, 2, 1, 4, 1, 6, 5), k) for k in range(1, n)],  # rank 7
+        [make((256, 1024), 0)] + [make((1024,), k) for k in range(1, n)],              # a bias row
+        [make((1024,), 0)] + [make((256, 1024), k) for k in range(1, n)],              # the row first
+        [make((96, 6), 0)] + [make((6,), k) for k in range(1, n)],                      # rows of 6: 2 a step
     ]
     for args in layouts:
         close(case.op()(*args, **P), case.ref(*args, **P))

@@ -3,12 +3,15 @@
 // generated kernel compiling with NVRTC to CUBIN on both paths (32- and 64-bit indexing).
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
 #include <string>
 #include <vector>
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/elementwise/elementwise.h"
+#include "tileops/op_call.h"
 
 namespace {
 
@@ -65,6 +68,57 @@ TEST(ElementwiseLayout, RowBroadcastMergesInnerDimsOnly) {
   EXPECT_EQ(l.max_offset, 23);
 }
 
+int entry(const std::string& cls) {
+  for (int i = 0; i < ew::kNumOps; ++i)
+    if (cls == ew::kOps[i].cls) return i;
+  return -1;
+}
+
+// The plan of AddFwdOp for CPU tensors of these layouts: it reads shapes, strides, dtypes and
+// alignment only.
+EwSpec add_plan(const at::Tensor& a, const at::Tensor& b) {
+  const int add = entry("AddFwdOp");
+  const std::vector<at::Tensor> in{a, b};
+  const std::vector<at::Tensor> out{at::empty(at::infer_size(a.sizes(), b.sizes()), a.options())};
+  const std::vector<tileops::ParamValue> params{tileops::ParamValue::real(1.0)};
+  const tileops::OpCall call{0, "tileops::elementwise_add_fwd", c10::Device(c10::kCPU), in, out, params};
+  return tileops::nvrtc::ew_problem(add, call);
+}
+
+TEST(ElementwisePlan, BiasRowAndOuterBroadcastStepEightElements) {
+  const auto bf = at::TensorOptions().dtype(c10::kBFloat16);
+  // x + bias: x read with vector loads, the bias row too (its row stride is 0)
+  EwSpec s = add_plan(at::empty({256, 1024}, bf), at::empty({1024}, bf));
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.vec, 8);
+  EXPECT_TRUE(s.aligned[0] && s.aligned[1]);
+  EXPECT_FALSE(s.one[0] || s.one[1]);
+  EXPECT_NE(s.name().find("__r2v8"), std::string::npos) << s.name();
+  EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::strided_vec_fwd<", 0), 0u);
+  // [4096, 1] + [1, 4096]: the column is one element held for a group of 8
+  s = add_plan(at::empty({4096, 1}, bf), at::empty({1, 4096}, bf));
+  EXPECT_EQ(s.vec, 8);
+  EXPECT_TRUE(s.one[0]);
+  EXPECT_TRUE(s.aligned[1]);
+  // rows of 514 sliced to 512 (misaligned rows): 8 a step, element loads for that input
+  s = add_plan(at::empty({300, 514}, bf).slice(1, 1, 513), at::empty({300, 512}, bf));
+  EXPECT_EQ(s.vec, 8);
+  EXPECT_FALSE(s.aligned[0]);
+  EXPECT_TRUE(s.aligned[1]);
+}
+
+TEST(ElementwisePlan, TransposedInputOrOddRowsStepOneElement) {
+  const auto f = at::TensorOptions().dtype(c10::kFloat);
+  EwSpec s = add_plan(at::empty({512, 384}, f).t(), at::empty({384, 512}, f));
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.vec, 1);
+  EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::strided_fwd<", 0), 0u) << s.sources()[0].name_expression;
+  s = add_plan(at::empty({64, 5}, f), at::empty({5}, f));  // rows of 5: no group of 2 or 4 fits
+  EXPECT_EQ(s.vec, 1);
+  s = add_plan(at::empty({64, 6}, f), at::empty({6}, f));  // rows of 6: groups of 2
+  EXPECT_EQ(s.vec, 2);
+}
+
 TEST(ElementwiseCompute, PromotionRule) {
   const auto& add = ew::kOps[0];
   const c10::ScalarType i32 = c10::kInt, f16 = c10::kHalf, b = c10::kBool;
@@ -74,8 +128,9 @@ TEST(ElementwiseCompute, PromotionRule) {
   EXPECT_EQ(tileops::nvrtc::ew_compute_dtype(add, {&b, 1}, c10::kBool), c10::kBool);
 }
 
-// Every entry compiles on both paths: float16 through float (int32 for the bitwise entries), a
-// broadcast single element on the contiguous path, rank 3 with 64-bit indexing on the strided one.
+// Every entry compiles on its three paths: float16 through float (int32 for the bitwise entries), a
+// broadcast single element on the contiguous path, rank 3 with 64-bit indexing on the strided one,
+// and the strided path 8 elements a step.
 class ElementwiseCompiles : public ::testing::TestWithParam<int> {};
 
 EwSpec spec_for(int op, c10::ScalarType dt, int rank, bool index64) {
@@ -98,8 +153,14 @@ TEST_P(ElementwiseCompiles, BothPathsToCubin) {
   const int op = GetParam();
   // bitwise entries take integers only; every other entry takes float16
   const c10::ScalarType dt = std::string(ew::kOps[op].cls).rfind("Bitwise", 0) == 0 ? c10::kInt : c10::kHalf;
-  for (const auto& [rank, index64] : {std::pair{0, false}, std::pair{3, true}}) {
-    const auto srcs = spec_for(op, dt, rank, index64).sources();
+  for (const auto& [rank, index64] : {std::pair{0, false}, std::pair{3, true}, std::pair{2, false}}) {
+    EwSpec s = spec_for(op, dt, rank, index64);
+    if (rank == 2) {  // the strided path 8 elements a step: a vector load, and element loads or one held
+      s.vec = 8;
+      s.aligned[0] = true;
+      for (int k = 1; k < ew::kOps[op].n_in; ++k) (k % 2 ? s.one : s.aligned)[k] = k % 2 == 1;
+    }
+    const auto srcs = s.sources();
     ASSERT_EQ(srcs.size(), 1u);
     const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
     EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;

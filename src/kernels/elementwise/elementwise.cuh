@@ -7,8 +7,13 @@
 //                   goes to the grid's first threads.
 //   strided_fwd     any strides after the host collapsed the dims (RANK of them, innermost last):
 //                   one element a thread step, the input offsets from the output index.
+//   strided_vec_fwd the same offsets once per VEC elements of the innermost dim, when every input
+//                   steps through it by 1 or 0 (a bias row, an outer broadcast, sliced rows):
+//                   a 16-byte store, and per input a vector load (aligned), VEC loads, or one
+//                   element held for the whole group (inner stride 0).
 // IDX is the index type: int while every offset fits, else long long (past 2^31 elements).
 // Op provides: load<V>(step, Regs<V>&) and store<V>(step, const Regs<V>&) for the contiguous path,
+// gather<V>(const IDX* in_offsets, Regs<V>&) for strided_vec_fwd,
 // element(const IDX* in_offsets, IDX out_offset) for both, one(k) (input k is one broadcast element
 // on the contiguous path), and its pointers and scalars as members.
 // The output may be an input (in place): each element is read and then written by one thread.
@@ -186,22 +191,42 @@ struct Strides {
   IDX in[NIN][RANK];    // element strides of each input (0 where it broadcasts)
 };
 
+// The input offsets of output element i (the collapsed dims, innermost last).
+template <int RANK, int NIN, class IDX>
+__device__ __forceinline__ void offsets_of(IDX i, const Strides<RANK, NIN, IDX>& s, IDX* off) {
+#pragma unroll
+  for (int k = 0; k < NIN; ++k) off[k] = 0;
+  IDX rest = i;
+#pragma unroll
+  for (int d = RANK - 1; d >= 0; --d) {
+    const IDX q = d > 0 ? rest / s.size[d] : 0;
+    const IDX c = d > 0 ? rest - q * s.size[d] : rest;
+#pragma unroll
+    for (int k = 0; k < NIN; ++k) off[k] += c * s.in[k][d];
+    rest = q;
+  }
+}
+
+// The innermost size is a multiple of VEC: a group never crosses a row.
+template <class Op, int RANK, int VEC, class IDX>
+__global__ void __launch_bounds__(256) strided_vec_fwd(const Op op, const Strides<RANK, Op::kIn, IDX> s, IDX n) {
+  const IDX groups = n / VEC;
+  const IDX stride = static_cast<IDX>(gridDim.x) * blockDim.x;
+  for (IDX g = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += stride) {
+    IDX off[Op::kIn];
+    offsets_of<RANK, Op::kIn, IDX>(g * VEC, s, off);
+    typename Op::template Regs<VEC> r;
+    op.template gather<VEC>(off, r);
+    op.template store<VEC>(g, r);
+  }
+}
+
 template <class Op, int RANK, class IDX>
 __global__ void __launch_bounds__(256) strided_fwd(const Op op, const Strides<RANK, Op::kIn, IDX> s, IDX n) {
   const IDX stride = static_cast<IDX>(gridDim.x) * blockDim.x;
   for (IDX i = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     IDX off[Op::kIn];
-#pragma unroll
-    for (int k = 0; k < Op::kIn; ++k) off[k] = 0;
-    IDX rest = i;
-#pragma unroll
-    for (int d = RANK - 1; d >= 0; --d) {
-      const IDX q = d > 0 ? rest / s.size[d] : 0;
-      const IDX c = d > 0 ? rest - q * s.size[d] : rest;
-#pragma unroll
-      for (int k = 0; k < Op::kIn; ++k) off[k] += c * s.in[k][d];
-      rest = q;
-    }
+    offsets_of<RANK, Op::kIn, IDX>(i, s, off);
     op.element(off, i);
   }
 }

@@ -82,12 +82,12 @@ int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
 bool EwSpec::operator==(const EwSpec& o) const {
   return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
-         one == o.one && index64 == o.index64 && arch == o.arch;
+         one == o.one && aligned == o.aligned && index64 == o.index64 && arch == o.arch;
 }
 
 size_t EwSpec::hash() const {
   int64_t ones = 0;
-  for (size_t k = 0; k < one.size(); ++k) ones |= static_cast<int64_t>(one[k]) << k;
+  for (size_t k = 0; k < one.size(); ++k) ones |= static_cast<int64_t>(one[k]) << k | static_cast<int64_t>(aligned[k]) << (8 + k);
   return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
                      static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
                      vec, ones, index64}) ^
@@ -97,9 +97,11 @@ size_t EwSpec::hash() const {
 std::string EwSpec::name() const {
   const EwOp& e = kOps[op];
   std::string n = std::string(e.stem) + "__";
-  for (int k = 0; k < e.n_in; ++k) n += std::string(short_type_name(in[k])) + (one[k] ? "s" : "") + "_";
+  for (int k = 0; k < e.n_in; ++k)
+    n += std::string(short_type_name(in[k])) + (one[k] ? "s" : "") + (aligned[k] ? "a" : "") + "_";
   n += std::string(short_type_name(out)) + "__c" + short_type_name(compute);
-  n += rank == 0 ? "__v" + std::to_string(vec) : "__r" + std::to_string(rank);
+  n += rank == 0 ? "__v" + std::to_string(vec)
+                 : "__r" + std::to_string(rank) + (vec > 1 ? "v" + std::to_string(vec) : std::string());
   return n + (index64 ? "__i64" : "") + "__" + arch;
 }
 
@@ -154,6 +156,18 @@ std::string ew_source_text(const EwSpec& s) {
                     : "    r.x" + ks + " = reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + ")[i];\n";
   }
   src += "  }\n";
+  // The strided path's groups: V elements of the innermost dim from each input's offset.
+  src += "  template <int V, class I> __device__ __forceinline__ void gather(const I* off, Regs<V>& r) const {\n";
+  for (int k = 0; k < e.n_in; ++k) {
+    const std::string ks = std::to_string(k);
+    if (s.one[k])
+      src += "    r.x" + ks + " = p" + ks + "[off[" + ks + "]];\n";
+    else if (s.aligned[k])
+      src += "    r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off[" + ks + "]);\n";
+    else
+      src += "#pragma unroll\n    for (int j = 0; j < V; ++j) r.x" + ks + ".v[j] = p" + ks + "[off[" + ks + "] + j];\n";
+  }
+  src += "  }\n";
   src += "  template <int V, class I> __device__ __forceinline__ void store(I i, const Regs<V>& r) const {\n";
   src += "    Vec<" + TO + ", V> y;\n#pragma unroll\n    for (int j = 0; j < V; ++j) y.v[j] = value(" + call_vec +
          ");\n";
@@ -168,8 +182,9 @@ std::vector<jit::KernelSource> EwSpec::sources() const {
   const std::string idx = index64 ? "long long" : "int";
   const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
                                            std::to_string(kEwUnroll) + ", " + idx + ">"
-                                     : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx +
-                                           ">";
+                     : vec > 1 ? "tileops::ew::strided_vec_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " +
+                                     std::to_string(vec) + ", " + idx + ">"
+                               : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx + ">";
   jit::KernelSource src = make_source(name(), "elementwise/elementwise.cuh", expr, arch);
   src.source = ew_source_text(*this);
   return {src};
@@ -257,7 +272,8 @@ class EwKernel final : public Kernel {
       return;
     }
     const int rank = s_.rank;
-    const int64_t grid = std::clamp<int64_t>((n + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
+    const int64_t steps = n / s_.vec;
+    const int64_t grid = std::clamp<int64_t>((steps + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
     // Strides<RANK, kIn, IDX>: sizes, then each input's strides.
     c10::SmallVector<int64_t, 8 * (elementwise::kMaxInputs + 1)> words(l.sizes.begin(), l.sizes.end());
     for (int k = 0; k < e.n_in; ++k) words.append(l.strides[k].begin(), l.strides[k].end());
@@ -313,6 +329,34 @@ void register_all(std::integer_sequence<int, I...>) {
 
 }  // namespace
 
+namespace {
+
+// The strided path steps vec elements of the innermost dim at a time when every input steps through
+// it by 1 or 0 and the output's 16-byte stores stay aligned: the offsets are computed once a group.
+void plan_strided_vec(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem& q) {
+  const int r = q.rank;
+  int widest = elem(q.out);
+  for (int k = 0; k < e.n_in; ++k) {
+    const int64_t inner = l.strides[k][r - 1];
+    if (inner != 0 && inner != 1) return;  // a transposed input: one element a step
+    if (inner == 1) widest = std::max(widest, elem(q.in[k]));
+  }
+  int v = 16 / widest;
+  const auto out_bits = reinterpret_cast<uintptr_t>(call.outputs[0].const_data_ptr());
+  while (v > 1 && (l.sizes[r - 1] % v != 0 || out_bits % (v * elem(q.out)) != 0)) v /= 2;
+  if (v == 1) return;
+  q.vec = v;
+  for (int k = 0; k < e.n_in; ++k) {
+    q.one[k] = l.strides[k][r - 1] == 0;
+    if (q.one[k]) continue;
+    bool aligned = reinterpret_cast<uintptr_t>(call.inputs[k].const_data_ptr()) % (v * elem(q.in[k])) == 0;
+    for (int d = 0; d < r - 1; ++d) aligned = aligned && l.strides[k][d] % v == 0;
+    q.aligned[k] = aligned;
+  }
+}
+
+}  // namespace
+
 EwProblem ew_problem(int index, const OpCall& call) {
   const EwOp& e = kOps[index];
   EwProblem q;
@@ -356,6 +400,7 @@ EwProblem ew_problem(int index, const OpCall& call) {
   } else {
     q.rank = static_cast<int>(l.sizes.size());
     q.vec = 1;
+    plan_strided_vec(e, call, l, q);
   }
   // Params are checked (and converted) per call: a float Scalar for an integer compute type is refused here.
   unsigned char scratch[8];

@@ -50,8 +50,11 @@ struct EwSpec {
   c10::ScalarType out = c10::ScalarType::Undefined;
   c10::ScalarType compute = c10::ScalarType::Undefined;  // the expression's type (float for 16-bit floats)
   int rank = 0;      // 0: the contiguous path; else the strided path over this many collapsed dims
-  int vec = 1;       // contiguous path: elements a thread step
-  std::array<bool, elementwise::kMaxInputs> one{};  // contiguous path: inputs read as one element
+  int vec = 1;       // elements a thread step (strided path: > 1 when every inner stride is 0 or 1)
+  // Contiguous path: inputs read as one element; strided path with vec > 1: inner stride 0 (one
+  // element held for a group of vec).
+  std::array<bool, elementwise::kMaxInputs> one{};
+  std::array<bool, elementwise::kMaxInputs> aligned{};  // strided path with vec > 1: a vector load
   bool index64 = false;
   std::string arch;
 
