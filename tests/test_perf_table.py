@@ -110,6 +110,17 @@ def test_peer_library_columns_only_where_a_row_has_them_and_count_in_vs_best(tmp
     assert len(s) == 11  # the reduction table has no peer columns
 
 
+def test_a_torch_call_that_could_not_be_timed_leaves_its_cell_empty(tmp_path):
+    # torch eager's masked_fill with a 0-dim CUDA value synchronises: it cannot be captured, so no cell.
+    a = run(tmp_path, "a.json", [row("w", ours=10.0, eager=None, compile_=12.0, op="SoftmaxFwdOp"),
+                                 row("v", ours=10.0, eager=None, compile_=None, op="SoftmaxFwdOp")])
+    w, v = table_rows(perf_table.render(perf_table.load_runs([a]), OPS, root=str(tmp_path)))
+    assert (w[5], w[6], w[9]) == ("–", "12.0", "1.20×")
+    assert (v[5], v[6], v[9]) == ("–", "–", "–")
+    with pytest.raises(perf_table.TableError, match="ours_us"):
+        perf_table.load_runs([run(tmp_path, "b.json", [row("w", ours=None, op="SoftmaxFwdOp")])])
+
+
 def test_a_peer_time_that_is_not_a_positive_number_is_an_error(tmp_path):
     a = run(tmp_path, "a.json", [row("w", op="RMSNormFwdOp", liger_us="fast")])
     with pytest.raises(perf_table.TableError, match="liger_us"):

@@ -1,7 +1,7 @@
 """Elementwise benchmarks on a GPU: the engine's kernels beside torch eager (ref_api), torch.compile
 of it and a device copy of the same bytes (every input read, the output written), per manifest
 workload of manifests/elementwise.yaml, plus the layouts the engine plans differently: an outer
-broadcast ([4096, 1] + [1, 4096]), a transposed input and a 0-dim operand. A benchmark, not a test.
+broadcast ([4096, 1] + [1, 4096]), a transposed input, a 0-dim operand and a bias row. A benchmark, not a test.
     python3 scripts/bench/bench_elementwise.py [--json out.json] [--quick] [--ops AddFwdOp,...]
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ def layouts(entry, wl):
         out.append(("outer-broadcast", lambda dt: [tensor(a, (4096, 1), dt), tensor(b, (1, 4096), dt)]))
         out.append(("transposed-input", lambda dt: [tensor(a, (4096, 4096), dt).t(), tensor(b, (4096, 4096), dt)]))
         out.append(("0-dim-operand", lambda dt: [tensor(a, (8192, 8192), dt), tensor(b, (), dt)]))
+        out.append(("bias-row", lambda dt: [tensor(a, (8192, 8192), dt), tensor(b, (8192,), dt)]))
     return out
 
 
