@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
+#include <chrono>
 #include <mutex>
 #include <shared_mutex>
 
@@ -89,12 +90,14 @@ std::shared_ptr<const Kernel> build(const OpCall& call, registry::OpKernels& ok,
     auto it = ok.kernels.find(ck);
     if (it != ok.kernels.end()) return it->second;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const Kernel> kernel = ok.builder.build(call, ck.key);
   TORCH_CHECK(kernel != nullptr, call.op_name, ": target '", ok.target, "' built no kernel");
   counters::bump(counters::kKernelBuilds);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   if (ok.builder.describe)
     log::debug("tileops: built " + ok.builder.describe(ck.key) + " for " + call.device.str() + " (target '" +
-               ok.target + "')");
+               ok.target + "') in " + std::to_string(us.count()) + " us");
   std::unique_lock<std::shared_mutex> lock(ok.mu);
   return ok.kernels.emplace(ck, std::move(kernel)).first->second;
 }

@@ -13,7 +13,7 @@ namespace tileops::jit {
 namespace {
 
 // Bump when the way keys or cache entries are derived changes, so old entries are never reused.
-constexpr uint64_t kCacheFormatVersion = 2;
+constexpr uint64_t kCacheFormatVersion = 3;
 
 std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
@@ -121,10 +121,17 @@ Cubin compile_to_cubin(const KernelSource& src) {
   return out;
 }
 
+uint64_t headers_digest(const std::vector<std::pair<std::string, std::string>>& headers) {
+  Hasher h;
+  h.add(headers.size());
+  for (const auto& [name, text] : headers) h.add(name).add(text);
+  return h.digest();
+}
+
 std::string disk_key(const KernelSource& src) {
   Hasher h;
-  h.add(kCacheFormatVersion).add(src.source).add(src.headers.size());
-  for (const auto& [name, text] : src.headers) h.add(name).add(text);
+  h.add(kCacheFormatVersion).add(src.source);
+  h.add(src.headers_digest != 0 ? src.headers_digest : headers_digest(src.headers));
   // Every option NVRTC gets, the ones this file adds included: a change to them changes the CUBIN.
   const std::vector<std::string> opts = all_options(src);
   h.add(src.name_expression).add(opts.size());

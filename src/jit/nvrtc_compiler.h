@@ -1,5 +1,6 @@
 // Compiles one kernel specialisation to CUBIN with NVRTC. Torch-free.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,9 @@ struct KernelSource {
   std::string name_expression;  // e.g. "tileops::rms_norm_fwd<float, 4096>"; its lowered name is looked up
   std::vector<std::string> options;  // extra NVRTC options (e.g. "-DX=1"); the arch option is added
   std::string arch;             // "sm_90a", "sm_80", ...: CUBIN for exactly this architecture
+  // headers_digest(headers) when the caller already knows it (0: disk_key computes it): the
+  // library's header set is the same for every kernel, so it is hashed once a process.
+  uint64_t headers_digest = 0;
 };
 
 struct Cubin {
@@ -30,5 +34,8 @@ Cubin compile_to_cubin(const KernelSource& src);
 // implicit ones too), the arch and the cache-format version. Computing it does not load NVRTC; the
 // disk cache keeps user entries per NVRTC version and records the version in every entry.
 std::string disk_key(const KernelSource& src);
+
+// The part of the key that covers the headers (their names and contents, in order).
+uint64_t headers_digest(const std::vector<std::pair<std::string, std::string>>& headers);
 
 }  // namespace tileops::jit

@@ -104,6 +104,9 @@ TEST_F(NvrtcCompiler, DiskKeyTracksEveryInput) {
   EXPECT_TRUE(differs([](KernelSource& s) { s.headers[0].first = "other.cuh"; }));
   EXPECT_TRUE(differs([](KernelSource& s) { s.name_expression = "demo::scale<float, 256>"; }));
   EXPECT_FALSE(differs([](KernelSource& s) { s.name = s.name; }));
+  // A known digest of the headers gives the same key as hashing them (the build path passes one).
+  EXPECT_FALSE(differs([](KernelSource& s) { s.headers_digest = headers_digest(s.headers); }));
+  EXPECT_TRUE(differs([](KernelSource& s) { s.headers_digest = headers_digest(s.headers) + 1; }));
 }
 
 TEST_F(NvrtcCompiler, DiskKeyIsAFileName) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -48,8 +49,26 @@ void add_wheel_search_dirs() {
   });
 }
 
+double us_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every kernel includes the same embedded headers: they are hashed once, when the library loads, so
+// that no first call pays for it.
+uint64_t kernel_headers_digest() {
+  static const uint64_t digest = [] {
+    std::vector<std::pair<std::string, std::string>> headers;
+    for (const auto& f : kernel_files()) headers.emplace_back(f.name, f.text);
+    return jit::headers_digest(headers);
+  }();
+  return digest;
+}
+[[maybe_unused]] const uint64_t kHeadersDigestAtLoad = kernel_headers_digest();
+
 jit::Cubin get_cubin(const jit::KernelSource& src) {
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string key = jit::disk_key(src);
+  const double key_us = us_since(t0);
   {
     std::lock_guard<std::mutex> lock(g_cubin_mu);
     auto it = g_cubins.find(key);
@@ -57,11 +76,15 @@ jit::Cubin get_cubin(const jit::KernelSource& src) {
   }
   add_wheel_search_dirs();
   bool built = false;
+  const auto t1 = std::chrono::steady_clock::now();
   jit::Cubin cubin = jit::DiskCache::global().get_or_build(
       key, [&] { return jit::compile_to_cubin(src); }, &built);
   counters::bump(built ? counters::kNvrtcCompiles : counters::kDiskCacheHits);
   jit::record_kernel(src);  // TILEOPS_RECORD_KERNELS: what the offline warm-up replays
-  log::debug(std::string("tileops: ") + (built ? "compiled " : "disk cache hit for ") + src.name);
+  // Timed so that a slow first call can be read off the debug log (key, disk or compile).
+  log::debug(std::string("tileops: ") + (built ? "compiled " : "disk cache hit for ") + src.name + " (key " +
+             std::to_string(static_cast<int>(key_us)) + " us, " + (built ? "compile " : "read ") +
+             std::to_string(static_cast<int>(us_since(t1))) + " us)");
   std::lock_guard<std::mutex> lock(g_cubin_mu);
   return g_cubins.emplace(key, std::move(cubin)).first->second;
 }
@@ -158,6 +181,7 @@ jit::KernelSource make_source(const std::string& name, const std::string& header
   src.name = name;
   src.source = "#include \"" + header + "\"\n";
   for (const auto& f : kernel_files()) src.headers.emplace_back(f.name, f.text);
+  src.headers_digest = kernel_headers_digest();
   src.name_expression = name_expression;
   src.arch = arch;
   return src;
@@ -173,6 +197,7 @@ LoadedKernel load(const jit::KernelSource& src, int device_index) {
   k.name = src.name;
   k.device = device_index;
   k.context = dev.context;
+  const auto t0 = std::chrono::steady_clock::now();
   // Load into the device's primary context (the one torch's streams belong to), whatever is current.
   {
     jit::ScopedContext ctx(dev.context);
@@ -181,6 +206,7 @@ LoadedKernel load(const jit::KernelSource& src, int device_index) {
                   ("finding kernel " + src.name).c_str());
   }
   counters::bump(counters::kModuleLoads);
+  log::debug("tileops: loaded module " + src.name + " in " + std::to_string(static_cast<int>(us_since(t0))) + " us");
   return k;
 }
 
