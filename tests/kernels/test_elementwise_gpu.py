@@ -1,7 +1,7 @@
 """Elementwise engine on CUDA (nvrtc target) against torch on CUDA, for every entry of
 manifests/elementwise.yaml and every dtype it lists: broadcasting, special values, each planned
-path (vectorised contiguous, a 0-dim operand, misaligned, strided: transposed, sliced, expanded,
-outer broadcast, bias rows), the in-place and out= branches, and indexing past 2^31 elements."""
+path (vectorised contiguous, a 0-dim operand, misaligned, strided: transposed through tiles, sliced,
+expanded, outer broadcast, bias rows), the in-place and out= branches, and indexing past 2^31 elements."""
 import pytest
 import torch
 
@@ -47,7 +47,10 @@ def test_every_layout(name):
     n = len(case.inputs)
     layouts = [
         [make((4096, 1), 0)] + [make((1, 4096), k) for k in range(1, n)],            # outer broadcast
-        [make((512, 384), 0).t()] + [make((384, 512), k) for k in range(1, n)],       # transposed
+        [make((512, 384), 0).t()] + [make((384, 512), k) for k in range(1, n)],       # transposed: tiled
+        [make((515, 389), 0).t()] + [make((389, 515), k) for k in range(1, n)],       # partial tiles
+        [make((515, 389), k).t() for k in range(n)],                                    # every input transposed
+        [make((40, 3000), 0).t()] + [make((3000, 40), k) for k in range(1, n)],       # one tile and a bit wide
         [make((300, 514), 0)[:, 1:513]] + [make((300, 512), k) for k in range(1, n)],  # sliced: misaligned rows
         [make(((1 << 16) + 1,), 0)[1:]] + [make((1 << 16,), k) for k in range(1, n)],    # misaligned start
         [make((64, 1, 7, 1, 3, 1, 5), 0)] + [make((1, 2, 1, 4, 1, 6, 5), k) for k in range(1, n)],  # rank 7

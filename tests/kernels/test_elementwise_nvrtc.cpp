@@ -1,6 +1,7 @@
 // The elementwise engine without a GPU: the dim collapsing that picks a kernel's path (contiguous,
 // broadcast single element, strided rank), the compute type rule, and every manifest entry's
-// generated kernel compiling with NVRTC to CUBIN on both paths (32- and 64-bit indexing).
+// generated kernel compiling with NVRTC to CUBIN on every path (contiguous, strided, 8 a step, tiled;
+// 32- and 64-bit indexing).
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -107,13 +108,28 @@ TEST(ElementwisePlan, BiasRowAndOuterBroadcastStepEightElements) {
   EXPECT_TRUE(s.aligned[1]);
 }
 
-TEST(ElementwisePlan, TransposedInputOrOddRowsStepOneElement) {
+TEST(ElementwisePlan, TransposedInputGoesThroughTiles) {
   const auto f = at::TensorOptions().dtype(c10::kFloat);
   EwSpec s = add_plan(at::empty({512, 384}, f).t(), at::empty({384, 512}, f));
   EXPECT_EQ(s.rank, 2);
   EXPECT_EQ(s.vec, 1);
+  EXPECT_TRUE(s.staged[0]);
+  EXPECT_FALSE(s.staged[1]);
+  EXPECT_NE(s.name().find("f32t_f32_"), std::string::npos) << s.name();
+  EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::tiled_fwd<", 0), 0u) << s.sources()[0].name_expression;
+  EXPECT_NE(s.sources()[0].source.find("constexpr bool staged(int k) { return false || k == 0; }"), std::string::npos);
+  // both inputs transposed: both staged
+  s = add_plan(at::empty({512, 384}, f).t(), at::empty({512, 384}, f).t());
+  EXPECT_TRUE(s.staged[0] && s.staged[1]);
+  // fewer than a tile of columns: one element a step
+  s = add_plan(at::empty({16, 384}, f).t(), at::empty({384, 16}, f));
+  EXPECT_FALSE(s.staged[0]);
   EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::strided_fwd<", 0), 0u) << s.sources()[0].name_expression;
-  s = add_plan(at::empty({64, 5}, f), at::empty({5}, f));  // rows of 5: no group of 2 or 4 fits
+}
+
+TEST(ElementwisePlan, OddRowsStepOneElement) {
+  const auto f = at::TensorOptions().dtype(c10::kFloat);
+  EwSpec s = add_plan(at::empty({64, 5}, f), at::empty({5}, f));  // rows of 5: no group of 2 or 4 fits
   EXPECT_EQ(s.vec, 1);
   s = add_plan(at::empty({64, 6}, f), at::empty({6}, f));  // rows of 6: groups of 2
   EXPECT_EQ(s.vec, 2);
@@ -128,9 +144,9 @@ TEST(ElementwiseCompute, PromotionRule) {
   EXPECT_EQ(tileops::nvrtc::ew_compute_dtype(add, {&b, 1}, c10::kBool), c10::kBool);
 }
 
-// Every entry compiles on its three paths: float16 through float (int32 for the bitwise entries), a
+// Every entry compiles on its four paths: float16 through float (int32 for the bitwise entries), a
 // broadcast single element on the contiguous path, rank 3 with 64-bit indexing on the strided one,
-// and the strided path 8 elements a step.
+// the strided path 8 elements a step, and the tiled loop with the first input staged.
 class ElementwiseCompiles : public ::testing::TestWithParam<int> {};
 
 EwSpec spec_for(int op, c10::ScalarType dt, int rank, bool index64) {
@@ -148,14 +164,16 @@ EwSpec spec_for(int op, c10::ScalarType dt, int rank, bool index64) {
   return s;
 }
 
-TEST_P(ElementwiseCompiles, BothPathsToCubin) {
+TEST_P(ElementwiseCompiles, EveryPathToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const int op = GetParam();
   // bitwise entries take integers only; every other entry takes float16
   const c10::ScalarType dt = std::string(ew::kOps[op].cls).rfind("Bitwise", 0) == 0 ? c10::kInt : c10::kHalf;
-  for (const auto& [rank, index64] : {std::pair{0, false}, std::pair{3, true}, std::pair{2, false}}) {
-    EwSpec s = spec_for(op, dt, rank, index64);
-    if (rank == 2) {  // the strided path 8 elements a step: a vector load, and element loads or one held
+  for (const auto& [rank, index64] : {std::pair{0, false}, std::pair{3, true}, std::pair{2, false}, std::pair{-2, false}}) {
+    EwSpec s = spec_for(op, dt, rank < 0 ? 2 : rank, index64);
+    if (rank < 0) {
+      s.staged[0] = true;
+    } else if (rank == 2) {  // the strided path 8 elements a step: a vector load, and element loads or one held
       s.vec = 8;
       s.aligned[0] = true;
       for (int k = 1; k < ew::kOps[op].n_in; ++k) (k % 2 ? s.one : s.aligned)[k] = k % 2 == 1;

@@ -3,14 +3,16 @@
 // (expression, dtypes, path) and instantiates one of the two loops below with it:
 //   contiguous_fwd  every operand dense in the output's order, or a broadcast single element:
 //                   VEC elements a thread step (16-byte accesses for the widest operand), UNROLL
-//                   steps in flight (all loads, then all stores), grid-stride; the n % VEC tail
-//                   goes to the grid's first threads.
+//                   steps in flight (all loads, then all stores), one contiguous chunk a CTA
+//                   step; the n % VEC tail goes to the grid's first threads.
 //   strided_fwd     any strides after the host collapsed the dims (RANK of them, innermost last):
 //                   one element a thread step, the input offsets from the output index.
 //   strided_vec_fwd the same offsets once per VEC elements of the innermost dim, when every input
 //                   steps through it by 1 or 0 (a bias row, an outer broadcast, sliced rows):
 //                   a 16-byte store, and per input a vector load (aligned), VEC loads, or one
 //                   element held for the whole group (inner stride 0).
+//   tiled_fwd       two collapsed dims where an input steps through the rows by 1 (transposed):
+//                   such inputs go through 32x32 shared-memory tiles (Op::staged, stage, rebase).
 // IDX is the index type: int while every offset fits, else long long (past 2^31 elements).
 // Op provides: load<V>(step, Regs<V>&) and store<V>(step, const Regs<V>&) for the contiguous path,
 // gather<V>(const IDX* in_offsets, Regs<V>&) for strided_vec_fwd,
@@ -163,18 +165,23 @@ __device__ __forceinline__ float nan_to_num(float x, float nan, float posinf, fl
 template <class Op, int VEC, int UNROLL, class IDX>
 __global__ void __launch_bounds__(256) contiguous_fwd(const Op op, IDX n) {
   const IDX nv = n / VEC;
-  const IDX tid = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const IDX stride = static_cast<IDX>(gridDim.x) * blockDim.x;
-  for (IDX i = tid; i < nv; i += stride * UNROLL) {
+  // Each CTA step covers one contiguous chunk of blockDim * UNROLL vectors, as torch's loops do.
+  const IDX chunk = static_cast<IDX>(blockDim.x) * UNROLL;
+  for (IDX base = static_cast<IDX>(blockIdx.x) * chunk; base < nv; base += static_cast<IDX>(gridDim.x) * chunk) {
     typename Op::template Regs<VEC> r[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nv) op.template load<VEC>(i + u * stride, r[u]);
+    for (int u = 0; u < UNROLL; ++u) {
+      const IDX i = base + u * static_cast<IDX>(blockDim.x) + threadIdx.x;
+      if (i < nv) op.template load<VEC>(i, r[u]);
+    }
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-      if (i + u * stride < nv) op.template store<VEC>(i + u * stride, r[u]);
+    for (int u = 0; u < UNROLL; ++u) {
+      const IDX i = base + u * static_cast<IDX>(blockDim.x) + threadIdx.x;
+      if (i < nv) op.template store<VEC>(i, r[u]);
+    }
   }
   if constexpr (VEC > 1) {
+    const IDX tid = static_cast<IDX>(blockIdx.x) * blockDim.x + threadIdx.x;
     const IDX t = nv * VEC + tid;  // fewer than VEC trailing elements
     if (t < n) {
       IDX off[Op::kIn];
@@ -218,6 +225,48 @@ __global__ void __launch_bounds__(256) strided_vec_fwd(const Op op, const Stride
     typename Op::template Regs<VEC> r;
     op.template gather<VEC>(off, r);
     op.template store<VEC>(g, r);
+  }
+}
+
+// Two collapsed dims [rows, cols] where some inputs step through the rows by 1 (a transposed
+// operand): Op::staged(k) inputs are read tile by tile along their own rows into shared memory, so
+// both their loads and the output's stores are coalesced. 256 threads: 32 columns x 8 rows a step.
+template <class Op, class IDX>
+__global__ void __launch_bounds__(256) tiled_fwd(const Op op, const Strides<2, Op::kIn, IDX> s, IDX) {
+  constexpr int T = 32, RW = 8;
+  constexpr int kSlot = 8;  // bytes a tile slot holds: the widest storage type
+  __shared__ __align__(16) unsigned char tiles[Op::kIn][T * (T + 1) * kSlot];
+  const int tx = threadIdx.x % T, ty = threadIdx.x / T;
+  const IDX rows = s.size[0], cols = s.size[1];
+  const IDX tiles_c = (cols + T - 1) / T;
+  const IDX n_tiles = ((rows + T - 1) / T) * tiles_c;
+  Op local = op;
+#pragma unroll
+  for (int k = 0; k < Op::kIn; ++k)
+    if (Op::staged(k)) local.rebase(k, tiles[k]);
+  for (IDX t = blockIdx.x; t < n_tiles; t += gridDim.x) {
+    const IDX r0 = (t / tiles_c) * T, c0 = (t % tiles_c) * T;
+#pragma unroll
+    for (int k = 0; k < Op::kIn; ++k) {
+      if (!Op::staged(k)) continue;
+#pragma unroll
+      for (int j = 0; j < T / RW; ++j) {  // consecutive threads: consecutive rows, stride 1 in input k
+        const IDX r = r0 + tx, c = c0 + ty + RW * j;
+        if (r < rows && c < cols) op.stage(k, r * s.in[k][0] + c * s.in[k][1], (ty + RW * j) * (T + 1) + tx, tiles[k]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < T / RW; ++j) {  // consecutive threads: consecutive columns of the output
+      const IDX r = r0 + ty + RW * j, c = c0 + tx;
+      if (r >= rows || c >= cols) continue;
+      IDX off[Op::kIn];
+#pragma unroll
+      for (int k = 0; k < Op::kIn; ++k)
+        off[k] = Op::staged(k) ? static_cast<IDX>(tx * (T + 1) + ty + RW * j) : r * s.in[k][0] + c * s.in[k][1];
+      local.element(off, r * cols + c);
+    }
+    __syncthreads();  // the next tile overwrites the slots
   }
 }
 

@@ -82,12 +82,14 @@ int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
 bool EwSpec::operator==(const EwSpec& o) const {
   return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
-         one == o.one && aligned == o.aligned && index64 == o.index64 && arch == o.arch;
+         one == o.one && aligned == o.aligned && staged == o.staged && index64 == o.index64 && arch == o.arch;
 }
 
 size_t EwSpec::hash() const {
   int64_t ones = 0;
-  for (size_t k = 0; k < one.size(); ++k) ones |= static_cast<int64_t>(one[k]) << k | static_cast<int64_t>(aligned[k]) << (8 + k);
+  for (size_t k = 0; k < one.size(); ++k)
+    ones |= static_cast<int64_t>(one[k]) << k | static_cast<int64_t>(aligned[k]) << (8 + k) |
+            static_cast<int64_t>(staged[k]) << (16 + k);
   return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
                      static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
                      vec, ones, index64}) ^
@@ -98,7 +100,8 @@ std::string EwSpec::name() const {
   const EwOp& e = kOps[op];
   std::string n = std::string(e.stem) + "__";
   for (int k = 0; k < e.n_in; ++k)
-    n += std::string(short_type_name(in[k])) + (one[k] ? "s" : "") + (aligned[k] ? "a" : "") + "_";
+    n += std::string(short_type_name(in[k])) + (one[k] ? "s" : "") + (aligned[k] ? "a" : "") + (staged[k] ? "t" : "") +
+         "_";
   n += std::string(short_type_name(out)) + "__c" + short_type_name(compute);
   n += rank == 0 ? "__v" + std::to_string(vec)
                  : "__r" + std::to_string(rank) + (vec > 1 ? "v" + std::to_string(vec) : std::string());
@@ -121,6 +124,19 @@ std::string ew_source_text(const EwSpec& s) {
   for (int k = 0; k < e.n_in; ++k)
     if (s.one[k]) ones += " || k == " + std::to_string(k);
   src += "  static __device__ __forceinline__ constexpr bool one(int k) { return " + ones + "; }\n";
+  std::string staged = "false", stage, rebase;
+  for (int k = 0; k < e.n_in; ++k) {
+    if (!s.staged[k]) continue;
+    const std::string ks = std::to_string(k);
+    staged += " || k == " + ks;
+    stage += "    if (k == " + ks + ") reinterpret_cast<" + T(k) + "*>(tile)[slot] = p" + ks + "[off];\n";
+    rebase += "    if (k == " + ks + ") p" + ks + " = reinterpret_cast<const " + T(k) + "*>(tile);\n";
+  }
+  // The tiled loop: staged inputs are copied into a shared-memory tile, then read from it.
+  src += "  static __device__ __forceinline__ constexpr bool staged(int k) { return " + staged + "; }\n";
+  src += "  template <class I> __device__ __forceinline__ void stage(int k, I off, int slot, unsigned char* tile) const {\n" +
+         stage + "  }\n";
+  src += "  __device__ __forceinline__ void rebase(int k, const unsigned char* tile) {\n" + rebase + "  }\n";
   for (int k = 0; k < e.n_in; ++k) src += "  const " + T(k) + "* p" + std::to_string(k) + ";\n";
   src += "  " + TO + "* out;\n";
   for (int j = 0; j < e.n_params; ++j) src += "  C s" + std::to_string(j) + ";\n";
@@ -180,8 +196,10 @@ std::string ew_source_text(const EwSpec& s) {
 
 std::vector<jit::KernelSource> EwSpec::sources() const {
   const std::string idx = index64 ? "long long" : "int";
+  const bool tiled = std::find(staged.begin(), staged.end(), true) != staged.end();
   const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
                                            std::to_string(kEwUnroll) + ", " + idx + ">"
+                     : tiled   ? "tileops::ew::tiled_fwd<tileops::ew::Op, " + idx + ">"
                      : vec > 1 ? "tileops::ew::strided_vec_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " +
                                      std::to_string(vec) + ", " + idx + ">"
                                : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx + ">";
@@ -273,7 +291,11 @@ class EwKernel final : public Kernel {
     }
     const int rank = s_.rank;
     const int64_t steps = n / s_.vec;
-    const int64_t grid = std::clamp<int64_t>((steps + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
+    int64_t grid = std::clamp<int64_t>((steps + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
+    if (std::find(s_.staged.begin(), s_.staged.end(), true) != s_.staged.end()) {  // tiled: one 32x32 tile a CTA step
+      const int64_t tiles = ((l.sizes[0] + kEwTile - 1) / kEwTile) * ((l.sizes[1] + kEwTile - 1) / kEwTile);
+      grid = std::clamp<int64_t>(tiles, 1, int64_t{sm_count_} * 32);
+    }
     // Strides<RANK, kIn, IDX>: sizes, then each input's strides.
     c10::SmallVector<int64_t, 8 * (elementwise::kMaxInputs + 1)> words(l.sizes.begin(), l.sizes.end());
     for (int k = 0; k < e.n_in; ++k) words.append(l.strides[k].begin(), l.strides[k].end());
@@ -355,6 +377,18 @@ void plan_strided_vec(const EwOp& e, const OpCall& call, const EwLayout& l, EwPr
   }
 }
 
+// Two dims where an input steps through the rows by 1 and the columns by more (a transposed
+// operand): one element a step would read it 32 rows apart per warp; the tiled loop stages it.
+bool plan_tiled(const EwOp& e, const EwLayout& l, EwProblem& q) {
+  if (q.rank != 2 || l.sizes[0] < kEwTile || l.sizes[1] < kEwTile) return false;
+  bool any = false;
+  for (int k = 0; k < e.n_in; ++k) {
+    q.staged[k] = l.strides[k][0] == 1 && l.strides[k][1] != 0 && l.strides[k][1] != 1;
+    any = any || q.staged[k];
+  }
+  return any;
+}
+
 }  // namespace
 
 EwProblem ew_problem(int index, const OpCall& call) {
@@ -400,7 +434,7 @@ EwProblem ew_problem(int index, const OpCall& call) {
   } else {
     q.rank = static_cast<int>(l.sizes.size());
     q.vec = 1;
-    plan_strided_vec(e, call, l, q);
+    if (!plan_tiled(e, l, q)) plan_strided_vec(e, call, l, q);
   }
   // Params are checked (and converted) per call: a float Scalar for an integer compute type is refused here.
   unsigned char scratch[8];
