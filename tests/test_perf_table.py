@@ -60,6 +60,18 @@ def test_host_times_from_the_newest_run_that_has_them(tmp_path):
     assert "| op | 6.00 | 1.20× |" in text
 
 
+def test_first_calls_that_compiled_are_summarised_per_family(tmp_path):
+    a = run(tmp_path, "a.json", [row("w", op="RMSNormFwdOp", first_call_ms=120.0),
+                                 row("v", op="RMSNormFwdOp", first_call_ms=300.0), row("u", op="RMSNormFwdOp"),
+                                 row("s", op="SoftmaxFwdOp", first_call_ms=90.0)])
+    text = perf_table.render(perf_table.load_runs([a]), OPS, root=str(tmp_path))
+    assert "| norm | 2 | 210 | 300 | RMSNormFwdOp v bfloat16 | 1 |" in text
+    assert "| reduction | 1 | 90 | 90 | SoftmaxFwdOp s bfloat16 | 1 |" in text
+    plain = perf_table.render(perf_table.load_runs([run(tmp_path, "b.json", [row("w", op="RMSNormFwdOp")])]), OPS,
+                              root=str(tmp_path))
+    assert "first call" not in plain
+
+
 @pytest.mark.parametrize("report, message", [
     ({"kernels": []}, "missing date, commit, command"),
     ({"date": "d", "commit": "c", "command": "x", "kernels": [row("w")]}, "kernels[0]: the row names no 'op'"),

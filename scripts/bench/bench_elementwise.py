@@ -2,12 +2,14 @@
 of it and a device copy of the same bytes (every input read, the output written), per manifest
 workload of manifests/elementwise.yaml, plus, for a few binary ops, the layouts the engine plans
 differently: an outer broadcast ([4096, 1] + [1, 4096]), a transposed input, a 0-dim operand and a
-bias row. A benchmark, not a test.
+bias row. Each row also records its first call's time when that call compiled the kernel (an empty
+kernel cache: what a new op costs once). A benchmark, not a test.
     python3 scripts/bench/bench_elementwise.py [--json out.json] [--quick] [--ops AddFwdOp,...]
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 
@@ -54,7 +56,13 @@ def rows_for(entry, quick: bool) -> list[dict]:
             for d in wl["dtypes"][:1] if quick else wl["dtypes"]:
                 dtype = harness.DTYPES[d]
                 args0 = make(dtype)
-                y0 = op(*args0, **params)
+                torch.cuda.synchronize()
+                compiles = tileops.counters()["nvrtc_compiles"]
+                t0 = time.perf_counter()
+                y0 = op(*args0, **params)  # the first call of this kernel: NVRTC compile when the cache is empty
+                torch.cuda.synchronize()
+                first_ms = (time.perf_counter() - t0) * 1e3
+                compiled_now = tileops.counters()["nvrtc_compiles"] > compiles
                 bytes_per_call = sum(a.numel() * a.element_size() for a in args0) + y0.numel() * y0.element_size()
                 n_sets = harness.n_sets_for(bytes_per_call)
                 sets = [args0] + [make(dtype) for _ in range(n_sets - 1)]
@@ -70,6 +78,8 @@ def rows_for(entry, quick: bool) -> list[dict]:
                     "copy": lambda i: (lambda: dsts[i].copy_(srcs[i])),
                 }))
                 rows[-1]["op"] = entry["class"]
+                if compiled_now:
+                    rows[-1]["first_call_ms"] = first_ms
                 del args0, sets, srcs, dsts
         if quick:
             break

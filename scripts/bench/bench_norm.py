@@ -313,8 +313,11 @@ def host_costs() -> dict:
     from tileops.norm import RMSNormFwdOp
     op = RMSNormFwdOp(64)
     raw = torch.ops.tileops.norm_rms_norm_fwd.default
+    aten_add = torch.ops.aten.add.Tensor
     return {
         "torch.add": harness.host_us_per_call(lambda: torch.add(a, b)),
+        # The same ATen op through torch.ops, the Python path every tileops op takes.
+        "torch.ops.aten.add.Tensor": harness.host_us_per_call(lambda: aten_add(a, b)),
         "tileops op (torch.ops...default)": harness.host_us_per_call(lambda: raw(a, w, [64])),
         "tileops Op class": harness.host_us_per_call(lambda: op(a, w)),
         "F.rms_norm eager": harness.host_us_per_call(lambda: torch.nn.functional.rms_norm(a, [64], w)),

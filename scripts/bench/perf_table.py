@@ -15,6 +15,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 import yaml
@@ -80,7 +81,8 @@ def load_runs(paths: list[str]) -> list[dict]:
                 rows.append({"op": name, "workload": row["workload"], "shape": row["shape"], "dtype": row["dtype"],
                              **{k: _number(row, k, where) for k in TIMES},
                              **{k: _number(row, k, where) for k in TORCH if row.get(k) is not None},
-                             **{k: _number(row, k, where) for k, _ in PEERS if row.get(k) is not None}})
+                             **{k: _number(row, k, where) for k, _ in PEERS if row.get(k) is not None},
+                             **{k: _number(row, k, where) for k in ("first_call_ms",) if row.get(k) is not None}})
         runs.append({"path": path, "date": report["date"], "commit": report["commit"], "command": report["command"],
                      "device": report.get("device", "?"), "torch": report.get("torch", "?"),
                      "host_us": report.get("host_us"), "rows": rows})
@@ -136,6 +138,22 @@ def render(runs: list[dict], ops: dict, root: str = ROOT) -> str:
             out.append(f"| {r['op']} | {r['workload']} | {r['shape']} | {r['dtype']} | {_fmt(r['ours_us'])} | "
                        f"{cell(r, 'eager_us')} | {cell(r, 'compile_us')} | {peer_cells}{_fmt(r['copy_us'])} | "
                        f"{ratio:.3f} | {vs} | {used.index(run) + 1} |")
+        out.append("")
+    # First calls that compiled their kernel (an empty cache), per family: what a new op costs once.
+    first = [(r, run) for r, run in rows if "first_call_ms" in r]
+    if first:
+        out += ["### first call of a kernel, NVRTC compile included (empty kernel cache)", "",
+                "| family | kernels | median ms | slowest ms | slowest | run |", "|---|---|---|---|---|---|"]
+        for fam in families:
+            mine = sorted(((r, run) for r, run in first if place[r["op"]][0] == fam), key=lambda rr: rr[0]["first_call_ms"])
+            if not mine:
+                continue
+            med = statistics.median(r["first_call_ms"] for r, _ in mine)
+            slow, slow_run = mine[-1]
+            if slow_run not in used:
+                used.append(slow_run)
+            out.append(f"| {fam} | {len(mine)} | {med:.0f} | {slow['first_call_ms']:.0f} | {slow['op']} "
+                       f"{slow['workload']} {slow['dtype']} | {used.index(slow_run) + 1} |")
         out.append("")
     host = max((run for run in runs if run["host_us"]), key=lambda r: (r["date"], os.path.basename(r["path"])),
                default=None)
