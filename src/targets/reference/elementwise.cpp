@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,7 +19,35 @@ namespace tileops::reference {
 namespace {
 
 using In = c10::ArrayRef<at::Tensor>;
-using Ps = c10::ArrayRef<at::Scalar>;
+
+at::Scalar scalar_of(const ParamValue& v) {
+  switch (v.kind()) {
+    case ParamValue::Kind::Int: return at::Scalar(v.as_int());
+    case ParamValue::Kind::Bool: return at::Scalar(v.as_bool());
+    default: return at::Scalar(v.as_real());
+  }
+}
+
+// A call's params as the ATen calls take them: p[j] a Scalar, p.opt(j) a Scalar or None, p.str(j).
+class Ps {
+ public:
+  explicit Ps(c10::ArrayRef<ParamValue> v) : v_(v) {}
+  at::Scalar operator[](size_t j) const { return scalar_of(v_[j]); }
+  std::optional<at::Scalar> opt(size_t j) const {
+    return v_[j].is_none() ? std::nullopt : std::optional<at::Scalar>(scalar_of(v_[j]));
+  }
+  std::optional<double> real(size_t j) const {
+    return v_[j].is_none() ? std::nullopt : std::optional<double>(scalar_of(v_[j]).toDouble());
+  }
+  std::optional<c10::string_view> str(size_t j) const {
+    if (v_[j].is_none()) return std::nullopt;
+    const std::string_view s = v_[j].as_str();
+    return c10::string_view(s.data(), s.size());
+  }
+
+ private:
+  c10::ArrayRef<ParamValue> v_;
+};
 using RefFn = at::Tensor (*)(In, Ps);
 
 // class -> ref_api. A manifest entry without a line here has no reference kernel (a test lists them).
@@ -87,21 +116,11 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
   return m;
 }
 
-at::Scalar scalar_of(const ParamValue& v) {
-  switch (v.kind()) {
-    case ParamValue::Kind::Int: return at::Scalar(v.as_int());
-    case ParamValue::Kind::Bool: return at::Scalar(v.as_bool());
-    default: return at::Scalar(v.as_real());
-  }
-}
-
 class EwReference final : public Kernel {
  public:
   explicit EwReference(RefFn f) : f_(f) {}
   void launch(const OpCall& call) const override {
-    std::array<at::Scalar, elementwise::kMaxParams> ps;
-    for (size_t j = 0; j < call.params.size(); ++j) ps[j] = scalar_of(call.params[j]);
-    const at::Tensor r = f_(call.inputs, Ps(ps.data(), call.params.size()));
+    const at::Tensor r = f_(call.inputs, Ps(call.params));
     call.outputs[0].copy_(r);
   }
 
