@@ -181,3 +181,54 @@ def test_every_entry_has_a_reference_kernel_and_a_class():
     assert set(table) == set(CASES)
     for name in CASES:
         assert hasattr(ew, name)
+
+
+# ---- bounds that may be None, clamp_min / clamp_max
+
+NAN = float("nan")
+CLAMP_BOUNDS = [(None, 5), (-3, None), (2, -1)]
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int64, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("lo,hi", CLAMP_BOUNDS, ids=["max-only", "min-only", "min-above-max"])
+def test_clamp_scalar_takes_either_bound(lo, hi, dtype):
+    x = values((4, 33), dtype)
+    same(torch.ops.tileops.elementwise_clamp_scalar_fwd(x, min=lo, max=hi), torch.clamp(x, min=lo, max=hi))
+    out = torch.empty_like(x)
+    torch.ops.tileops.elementwise_clamp_scalar_fwd_out(x, out, max=hi, min=lo)
+    same(out, torch.clamp(x, min=lo, max=hi))
+    y = x.clone()
+    ew.ClampScalarFwdOp(min=lo, max=hi, inplace=True)(y)
+    same(y, torch.clamp(x, min=lo, max=hi))
+
+
+@pytest.mark.parametrize("op,kw", [
+    ("elementwise_clamp_scalar_fwd", dict(min=NAN)), ("elementwise_clamp_scalar_fwd", dict(max=NAN)),
+    ("elementwise_clamp_scalar_fwd", dict(min=0.0, max=NAN)), ("elementwise_clamp_min_fwd", dict(min=NAN)),
+    ("elementwise_clamp_max_fwd", dict(max=NAN))])
+def test_a_nan_bound_gives_nan_everywhere(op, kw):
+    x = values((4, 33), torch.float32)
+    y = getattr(torch.ops.tileops, op)(x, **kw)
+    assert torch.isnan(y).all()
+
+
+def test_clamp_scalar_refuses_no_bound_naming_the_rule():
+    x = torch.ones(3)
+    msg = (r"tileops::elementwise_clamp_scalar_fwd: params \(min, max\) break the rule 'given\(min\) or given\(max\)'; "
+           r"got min=None, max=None")
+    with pytest.raises(ValueError, match=msg):
+        torch.ops.tileops.elementwise_clamp_scalar_fwd(x)
+    with FakeTensorMode() as mode, pytest.raises(ValueError, match=msg):
+        torch.ops.tileops.elementwise_clamp_scalar_fwd(mode.from_tensor(x))
+    with pytest.raises(ValueError, match=msg):
+        ew.ClampScalarFwdOp()(x)
+
+
+@pytest.mark.parametrize("name,kw,ref", [("ClampMinFwdOp", dict(min=0.0), torch.clamp_min),
+                                         ("ClampMaxFwdOp", dict(max=-0.0), torch.clamp_max)])
+def test_clamp_min_max_at_signed_zeros_and_in_place(name, kw, ref):
+    x = torch.tensor([-0.0, 0.0, -1.0, 1.0, NAN, float("inf"), float("-inf")])
+    same(getattr(ew, name)(**kw)(x), ref(x, *kw.values()))
+    y = x.clone()
+    getattr(ew, name)(**kw, inplace=True)(y)
+    same(y, ref(x, *kw.values()))

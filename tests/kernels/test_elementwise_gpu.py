@@ -88,3 +88,30 @@ def test_indexing_past_2_31_elements():
     del y
     y = torch.ops.tileops.elementwise_add_fwd(a.view(2, -1).t(), a.view(2, -1).t())  # strided, 64-bit offsets
     assert int(y.sum(dtype=torch.int64)) == 2 * n
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("lo,hi", [(None, 0.0), (0.0, None), (-0.0, 0.0), (2, -1)])
+def test_clamp_scalar_one_bound_and_signed_zeros(lo, hi, dtype):
+    if not dtype.is_floating_point:
+        lo, hi = (None if v is None else int(v) for v in (lo, hi))
+    x = values((1000, 37), dtype).cuda()
+    close(torch.ops.tileops.elementwise_clamp_scalar_fwd(x, min=lo, max=hi), torch.clamp(x, min=lo, max=hi))
+    if lo is not None:
+        close(torch.ops.tileops.elementwise_clamp_min_fwd(x, lo), torch.clamp_min(x, lo))
+    if hi is not None:
+        close(torch.ops.tileops.elementwise_clamp_max_fwd(x, hi), torch.clamp_max(x, hi))
+
+
+@pytest.mark.parametrize("op,kw", [
+    ("elementwise_clamp_scalar_fwd", dict(min=NAN, max=1.0)), ("elementwise_clamp_scalar_fwd", dict(min=NAN)),
+    ("elementwise_clamp_scalar_fwd", dict(max=NAN)), ("elementwise_clamp_min_fwd", dict(min=NAN)),
+    ("elementwise_clamp_max_fwd", dict(max=NAN))])
+def test_a_nan_bound_gives_nan_everywhere(op, kw):
+    # torch fills the result with NaN for clamp_min/clamp_max/two bounds (and on CPU for one bound; its
+    # CUDA kernel ignores a NaN single bound): here every NaN bound gives NaN
+    y = getattr(torch.ops.tileops, op)(values((1000, 37), torch.bfloat16).cuda(), **kw)
+    assert torch.isnan(y).all()

@@ -189,6 +189,39 @@ TEST_P(ElementwiseCompiles, EveryPathToCubin) {
 INSTANTIATE_TEST_SUITE_P(EveryEntry, ElementwiseCompiles, ::testing::Range(0, ew::kNumOps),
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(ew::kOps[i.param].cls); });
 
+// The integer forms of the entries whose device functions differ for integers, and every case of an
+// entry whose expression a str param chooses (Div's rounding modes), each to CUBIN.
+TEST(ElementwiseCompiles, IntegerFormsAndEveryChoiceToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp"}) {
+    const int op = entry(cls);
+    ASSERT_GE(op, 0) << cls;
+    for (const c10::ScalarType dt : {c10::kHalf, c10::kByte, c10::kInt, c10::kLong}) {
+      for (int c = 0; c < ew::kOps[op].n_cases; ++c) {
+        EwSpec s = spec_for(op, dt, 0, false);
+        s.variant = c;
+        const auto srcs = s.sources();
+        EXPECT_NE(srcs[0].source.find(ew::kOps[op].case_exprs[c]), std::string::npos);
+        const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
+        EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
+      }
+    }
+  }
+}
+
+// None stands for a value the engine puts in: a bound that never binds; the kernel is the same.
+TEST(ElementwisePlan, NoneBoundsNeedNoOtherKernel) {
+  const int clamp = entry("ClampScalarFwdOp");
+  const auto f = at::TensorOptions().dtype(c10::kFloat);
+  const std::vector<at::Tensor> in{at::ones({8, 16}, f)};
+  const std::vector<at::Tensor> out{at::empty({8, 16}, f)};
+  const std::vector<tileops::ParamValue> both{tileops::ParamValue::real(0.0), tileops::ParamValue::real(1.0)};
+  const std::vector<tileops::ParamValue> one{tileops::ParamValue(), tileops::ParamValue::real(1.0)};
+  const tileops::OpCall a{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, both};
+  const tileops::OpCall b{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, one};
+  EXPECT_TRUE(tileops::nvrtc::ew_problem(clamp, a) == tileops::nvrtc::ew_problem(clamp, b));
+}
+
 TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
   const EwSpec a = spec_for(0, c10::kHalf, 0, false), b = spec_for(0, c10::kHalf, 2, false);
   EXPECT_FALSE(a == b);

@@ -18,6 +18,8 @@ from codegen.__main__ import load_ops  # noqa: E402
 PARAMS = {
     "AddFwdOp": {"alpha": 2},
     "ClampScalarFwdOp": {"min": -3, "max": 5},
+    "ClampMinFwdOp": {"min": -3},
+    "ClampMaxFwdOp": {"max": 5},
     "MaskedFillScalarFwdOp": {"value": 2},
     "LeakyReluFwdOp": {"negative_slope": 0.2},
     "EluFwdOp": {"alpha": 0.7},

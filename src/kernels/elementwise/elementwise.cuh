@@ -98,12 +98,22 @@ template <class T> __device__ __forceinline__ T maximum(T a, T b) { return a > b
 template <class T> __device__ __forceinline__ T minimum(T a, T b) { return a < b ? a : b; }
 __device__ __forceinline__ float maximum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fmaxf(a, b)); }
 __device__ __forceinline__ float minimum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fminf(a, b)); }
-// torch.clamp: NaN x stays NaN; lo > hi gives hi.
+// torch.clamp / clamp_min / clamp_max with Scalar bounds: a NaN bound gives NaN everywhere (torch
+// fills the result with it), a NaN input stays NaN, lo > hi gives hi; floats through fmaxf/fminf as
+// torch's CUDA kernel, which order the zeros (clamp(-0.0, 0.0, 1.0) is 0.0).
 template <class T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
-  if (isnan(x)) return x;
   const T y = x < lo ? lo : x;
   return y > hi ? hi : y;
 }
+__device__ __forceinline__ float clamp(float x, float lo, float hi) {
+  if (lo != lo) return lo;
+  if (hi != hi) return hi;
+  return x != x ? x : ::fminf(::fmaxf(x, lo), hi);
+}
+template <class T> __device__ __forceinline__ T clamp_min(T x, T lo) { return x < lo ? lo : x; }
+template <class T> __device__ __forceinline__ T clamp_max(T x, T hi) { return x > hi ? hi : x; }
+__device__ __forceinline__ float clamp_min(float x, float lo) { return lo != lo ? lo : (x != x ? x : ::fmaxf(x, lo)); }
+__device__ __forceinline__ float clamp_max(float x, float hi) { return hi != hi ? hi : (x != x ? x : ::fminf(x, hi)); }
 // Python's modulo: the result takes the divisor's sign (torch.remainder).
 __device__ __forceinline__ float remainder(float a, float b) {
   float r = ::fmodf(a, b);
