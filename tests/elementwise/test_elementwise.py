@@ -232,3 +232,16 @@ def test_clamp_min_max_at_signed_zeros_and_in_place(name, kw, ref):
     y = x.clone()
     getattr(ew, name)(**kw, inplace=True)(y)
     same(y, ref(x, *kw.values()))
+
+
+# ---- nan_to_num
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int32, torch.bool])
+@pytest.mark.parametrize("kw", [dict(nan=1.5, neginf=-7.0), dict(posinf=1e39), dict(nan=None, posinf=2.0, neginf=-2.0)],
+                         ids=["nan-neginf", "posinf-overflows", "all"])
+def test_nan_to_num_values_and_defaults(kw, dtype):
+    x = values((4, 33), dtype)
+    same(torch.ops.tileops.elementwise_nan_to_num_fwd(x, **kw), torch.nan_to_num(x, **kw))
+    y = x.clone()
+    torch.ops.tileops.elementwise_nan_to_num_fwd_writes_input(y, **kw)
+    same(y, torch.nan_to_num(x, **kw))

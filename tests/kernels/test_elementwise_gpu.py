@@ -115,3 +115,10 @@ def test_a_nan_bound_gives_nan_everywhere(op, kw):
     # CUDA kernel ignores a NaN single bound): here every NaN bound gives NaN
     y = getattr(torch.ops.tileops, op)(values((1000, 37), torch.bfloat16).cuda(), **kw)
     assert torch.isnan(y).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("kw", [{}, dict(nan=1.5, neginf=-7.0), dict(posinf=1e39), dict(nan=-2.0, posinf=2.0, neginf=-2.0)])
+def test_nan_to_num_cuda(kw, dtype):
+    x = values((1000, 37), dtype).cuda()
+    close(torch.ops.tileops.elementwise_nan_to_num_fwd(x, **kw), torch.nan_to_num(x, **kw))

@@ -193,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(EveryEntry, ElementwiseCompiles, ::testing::Range(0, ew
 // entry whose expression a str param chooses (Div's rounding modes), each to CUBIN.
 TEST(ElementwiseCompiles, IntegerFormsAndEveryChoiceToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp"}) {
+  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp", "NanToNumFwdOp"}) {
     const int op = entry(cls);
     ASSERT_GE(op, 0) << cls;
     for (const c10::ScalarType dt : {c10::kHalf, c10::kByte, c10::kInt, c10::kLong}) {

@@ -169,6 +169,7 @@ __device__ __forceinline__ bool bitwise_not(bool x) { return !x; }
 __device__ __forceinline__ float nan_to_num(float x, float nan, float posinf, float neginf) {
   return x != x ? nan : (isinf(x) ? (x > 0.f ? posinf : neginf) : x);
 }
+template <class T> __device__ __forceinline__ T nan_to_num(T x, T, T, T) { return x; }  // integers: unchanged
 
 // ---- the two loops ----
 

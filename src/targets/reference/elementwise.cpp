@@ -61,6 +61,7 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"ClampScalarFwdOp", [](In x, Ps p) { return at::clamp(x[0], p.opt(0), p.opt(1)); }},
       {"ClampMinFwdOp", [](In x, Ps p) { return at::clamp_min(x[0], p[0]); }},
       {"ClampMaxFwdOp", [](In x, Ps p) { return at::clamp_max(x[0], p[0]); }},
+      {"NanToNumFwdOp", [](In x, Ps p) { return at::nan_to_num(x[0], p.real(0), p.real(1), p.real(2)); }},
       {"LogFwdOp", [](In x, Ps) { return at::log(x[0]); }},
       {"RsqrtFwdOp", [](In x, Ps) { return at::rsqrt(x[0]); }},
       {"AbsFwdOp", [](In x, Ps) { return at::abs(x[0]); }},
