@@ -245,3 +245,78 @@ def test_nan_to_num_values_and_defaults(kw, dtype):
     y = x.clone()
     torch.ops.tileops.elementwise_nan_to_num_fwd_writes_input(y, **kw)
     same(y, torch.nan_to_num(x, **kw))
+
+
+# ---- div's rounding_mode: a kernel per mode, integer results for integer inputs
+
+INT_DIV = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def divisors(shape, dtype, seed=1):
+    """Sample divisors without 0 (and without -1, which the min / -1 test covers)."""
+    b = values(shape, dtype, seed)
+    if dtype.is_floating_point:
+        return b
+    return torch.where((b == 0) | (b == -1) if dtype != torch.uint8 else b == 0, torch.full_like(b, 3), b)
+
+
+@pytest.mark.parametrize("dtype", INT_DIV + [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+def test_div_rounding_modes_match_torch(mode, dtype):
+    a, b = values((4, 33), dtype), divisors((33,), dtype)
+    ref = torch.div(a, b, rounding_mode=mode)
+    same(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), ref)
+    with FakeTensorMode() as fm:
+        y = torch.ops.tileops.elementwise_div_fwd(fm.from_tensor(a), fm.from_tensor(b), rounding_mode=mode)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+
+
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_div_rounding_promotes_and_writes_in_place(mode):
+    a, b = values((4, 33), torch.uint8), divisors((33,), torch.int8)
+    same(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+    f = torch.tensor([2.5, -2.5])
+    same(torch.ops.tileops.elementwise_div_fwd(torch.tensor([7, -7], dtype=torch.int32), f, rounding_mode=mode),
+         torch.div(torch.tensor([7, -7], dtype=torch.int32), f, rounding_mode=mode))
+    x = values((4, 33), torch.int32)
+    ref = torch.div(x, b, rounding_mode=mode)
+    torch.ops.tileops.elementwise_div_fwd_writes_input(x, b, rounding_mode=mode)
+    same(x, ref)
+    with pytest.raises(TypeError, match="result type float32 cannot be cast to its dtype int32"):
+        torch.ops.tileops.elementwise_div_fwd_writes_input(x, b)  # true division of integers is float
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_div_integer_min_by_minus_one_wraps_to_min(mode, dtype):
+    lo = torch.iinfo(dtype).min
+    a, b = torch.tensor([lo, 7, -7], dtype=dtype), torch.tensor([-1, -1, -1], dtype=dtype)
+    same(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.tensor([lo, -7, 7], dtype=dtype))
+
+
+def test_div_refusals():
+    a = torch.tensor([4, 5], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="tileops::elementwise_div_fwd.*ZeroDivisionError"):
+        torch.ops.tileops.elementwise_div_fwd(a, torch.tensor([1, 0], dtype=torch.int32), rounding_mode="floor")
+    t = torch.tensor([True, False])
+    with pytest.raises(TypeError, match=r"tileops::elementwise_div_fwd: output 'output' would have dtype bool, but its "
+                                        r"rule promote\(input, other\) in uint8 .* allows only those dtypes"):
+        torch.ops.tileops.elementwise_div_fwd(t, t, rounding_mode="trunc")
+    with pytest.raises(ValueError, match="'rounding_mode' must be one of trunc | floor, got round"):
+        torch.ops.tileops.elementwise_div_fwd(a, a, rounding_mode="round")
+    same(torch.ops.tileops.elementwise_div_fwd(t, t | True), torch.div(t, t | True))  # true division takes bool
+
+
+def test_div_rounding_mode_compiles_to_one_node():
+    import torch._dynamo
+    torch._dynamo.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([n.target for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+    op = ew.DivFwdOp(rounding_mode="floor")
+    f = torch.compile(lambda a, b: op(a, b), backend=backend, fullgraph=True)
+    a, b = values((4, 33), torch.int32), divisors((33,), torch.int32)
+    same(f(a, b), torch.div(a, b, rounding_mode="floor"))
+    assert graphs == [[torch.ops.tileops.elementwise_div_fwd.default]]

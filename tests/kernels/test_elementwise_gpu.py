@@ -122,3 +122,32 @@ def test_a_nan_bound_gives_nan_everywhere(op, kw):
 def test_nan_to_num_cuda(kw, dtype):
     x = values((1000, 37), dtype).cuda()
     close(torch.ops.tileops.elementwise_nan_to_num_fwd(x, **kw), torch.nan_to_num(x, **kw))
+
+
+def _divisors(shape, dtype):
+    b = values(shape, dtype, 1)
+    if dtype.is_floating_point:
+        return b
+    return torch.where((b == 0) | (b == -1) if dtype != torch.uint8 else b == 0, torch.full_like(b, 3), b)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                                   torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+def test_div_rounding_modes_cuda(mode, dtype):
+    for a_shape, b_shape in (((1000, 37), (37,)), ((37, 1000), (37, 1000))):
+        a, b = values(a_shape, dtype).cuda(), _divisors(b_shape, dtype).cuda()
+        close(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+    a, b = values((64, 33), dtype).cuda(), _divisors((64, 33), dtype).cuda().t().contiguous().t()  # strided divisor
+    close(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("mode", ["trunc", "floor"])
+def test_div_integer_edge_cases_cuda(mode, dtype):
+    lo = torch.iinfo(dtype).min
+    a = torch.tensor([lo, 7, -7, 5, -5, 0], dtype=dtype, device="cuda")
+    b = torch.tensor([-1, -1, -1, 0, 0, 0], dtype=dtype, device="cuda")
+    # min / -1 wraps to min; division by zero gives 0 (manifests/elementwise.yaml, DivFwdOp)
+    want = torch.tensor([lo, -7, 7, 0, 0, 0], dtype=dtype, device="cuda")
+    assert torch.equal(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), want)

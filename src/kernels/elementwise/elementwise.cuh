@@ -114,6 +114,18 @@ template <class T> __device__ __forceinline__ T clamp_min(T x, T lo) { return x 
 template <class T> __device__ __forceinline__ T clamp_max(T x, T hi) { return x > hi ? hi : x; }
 __device__ __forceinline__ float clamp_min(float x, float lo) { return lo != lo ? lo : (x != x ? x : ::fmaxf(x, lo)); }
 __device__ __forceinline__ float clamp_max(float x, float hi) { return hi != hi ? hi : (x != x ? x : ::fminf(x, hi)); }
+// -a in two's complement: the minimum negates to itself instead of overflowing.
+template <class T> __device__ __forceinline__ T wrap_neg(T a) {
+  return static_cast<T>(0ull - static_cast<unsigned long long>(a));
+}
+// a / b; for integers truncated toward zero, where division by zero gives 0 (torch's CPU kernel
+// raises, its CUDA one leaves the value unspecified) and min / -1 wraps to min (it would trap).
+template <class T> __device__ __forceinline__ T quotient(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return wrap_neg(a);
+  return static_cast<T>(a / b);
+}
+__device__ __forceinline__ float quotient(float a, float b) { return a / b; }
 // Python's modulo: the result takes the divisor's sign (torch.remainder).
 __device__ __forceinline__ float remainder(float a, float b) {
   float r = ::fmodf(a, b);
@@ -137,7 +149,10 @@ __device__ __forceinline__ float floor_divide(float a, float b) {
   if (div - fl > 0.5f) fl += 1.f;
   return fl;
 }
+// Integers: division by zero gives 0 and min / -1 wraps, as in quotient().
 template <class T> __device__ __forceinline__ T floor_divide(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return wrap_neg(a);
   const T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
 }

@@ -50,6 +50,21 @@ class Ps {
 };
 using RefFn = at::Tensor (*)(In, Ps);
 
+// torch.div; with a rounding mode on integers, min / -1 is min (two's complement), where torch's CPU
+// kernel traps for int32 and int64 and takes the process down.
+at::Tensor div_ref(In x, Ps p) {
+  const auto mode = p.str(0);
+  if (!mode.has_value()) return at::div(x[0], x[1]);
+  const c10::ScalarType t = at::result_type(x[0], x[1]);
+  const bool signed_int = c10::isIntegralType(t, false) && t != at::kByte && x[1].scalar_type() != at::kByte;
+  if (signed_int && at::eq(x[1], -1).any().item<bool>()) {
+    const at::Tensor minus_one = at::eq(x[1], -1);
+    const at::Tensor q = at::div(x[0], at::where(minus_one, at::ones_like(x[1]), x[1]), mode);
+    return at::where(minus_one, at::neg(x[0].to(t)), q);
+  }
+  return at::div(x[0], x[1], mode);
+}
+
 // class -> ref_api. A manifest entry without a line here has no reference kernel (a test lists them).
 const std::unordered_map<std::string_view, RefFn>& refs() {
   static const std::unordered_map<std::string_view, RefFn> m = {
@@ -94,7 +109,7 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"SoftplusFwdOp", [](In x, Ps p) { return at::softplus(x[0], p[0], p[1]); }},
       {"SubFwdOp", [](In x, Ps p) { return at::sub(x[0], x[1], p[0]); }},
       {"MulFwdOp", [](In x, Ps) { return at::mul(x[0], x[1]); }},
-      {"DivFwdOp", [](In x, Ps) { return at::div(x[0], x[1]); }},
+      {"DivFwdOp", div_ref},
       {"RemainderFwdOp", [](In x, Ps) { return at::remainder(x[0], x[1]); }},
       {"PowFwdOp", [](In x, Ps) { return at::pow(x[0], x[1]); }},
       {"FloorDivideFwdOp", [](In x, Ps) { return at::floor_divide(x[0], x[1]); }},
