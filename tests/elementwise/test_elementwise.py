@@ -35,7 +35,9 @@ def test_strided_inputs_are_read_as_they_are(name):
     args = [values((33, 4) if s != () else (), dts[0] if len(dts) == 1 else dt, k).t()
             for k, ((_, dts), s) in enumerate(zip(case.inputs, case.shapes))]
     args[0] = values((4, 66), args[0].dtype, 7)[:, ::2]
-    if len(args) > 1 and case.shapes[-1] != ():
+    if case.along:  # a weight along dim 1: every other element of a longer vector
+        args[1] = values((66,), args[1].dtype, 9)[::2]
+    elif len(args) > 1 and case.shapes[-1] != ():
         args[-1] = values((1, 33), args[-1].dtype, 9).expand(4, 33)
     y = case.op()(*args, **P)
     assert y.is_contiguous()
@@ -320,3 +322,35 @@ def test_div_rounding_mode_compiles_to_one_node():
     a, b = values((4, 33), torch.int32), divisors((33,), torch.int32)
     same(f(a, b), torch.div(a, b, rounding_mode="floor"))
     assert graphs == [[torch.ops.tileops.elementwise_div_fwd.default]]
+
+
+# ---- prelu: a weight along dim 1
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("xs,ws", [((2, 3, 4, 5), (3,)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), ()), ((6,), (1,)), ((), ()),
+                                   ((7, 3), (3,))])
+def test_prelu_weight_along_dim_1(xs, ws, dtype):
+    x, w = values(xs, dtype), values(ws, dtype, 3)
+    same(torch.ops.tileops.elementwise_prelu_fwd(x, w), torch.nn.functional.prelu(x, w))
+
+
+def test_prelu_reads_channels_last_and_strided_weights():
+    x = values((2, 6, 4, 5), torch.float32).to(memory_format=torch.channels_last)
+    w = values((12,), torch.float32, 3)[::2]
+    same(ew.PreluFwdOp()(x, w), torch.nn.functional.prelu(x, w))
+
+
+@pytest.mark.parametrize("xs,ws,exc,msg", [
+    ((2, 3, 4), (3, 1), ValueError, r"'weight' must be a 0-dim or 1-D tensor broadcast along dim 1 of 'input' "
+                                    r"\(along\(input, 1\)\), got shape \[3, 1\]"),
+    ((2, 3, 4), (2,), ValueError, r"'weight' must have 1 element or input.size\(1\) = 3 elements \(along\(input, 1\)\), got 2"),
+    ((5,), (5,), ValueError, r"'weight' has 5 elements, but 'input' of shape \[5\] has no dim 1"),
+])
+def test_prelu_refuses_a_weight_that_does_not_lie_along_dim_1(xs, ws, exc, msg):
+    x, w = torch.ones(xs), torch.ones(ws)
+    with pytest.raises(exc, match="tileops::elementwise_prelu_fwd: " + msg):
+        torch.ops.tileops.elementwise_prelu_fwd(x, w)
+    with FakeTensorMode() as mode, pytest.raises(exc, match=msg):
+        torch.ops.tileops.elementwise_prelu_fwd(mode.from_tensor(x), mode.from_tensor(w))
+    with pytest.raises(TypeError, match="'weight' must have the dtype of 'input'|same_as"):
+        torch.ops.tileops.elementwise_prelu_fwd(torch.ones(2, 3), torch.ones(3, dtype=torch.float16))

@@ -77,6 +77,8 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"ClampMinFwdOp", [](In x, Ps p) { return at::clamp_min(x[0], p[0]); }},
       {"ClampMaxFwdOp", [](In x, Ps p) { return at::clamp_max(x[0], p[0]); }},
       {"NanToNumFwdOp", [](In x, Ps p) { return at::nan_to_num(x[0], p.real(0), p.real(1), p.real(2)); }},
+      // the engine hands the weight over viewed along dim 1 ([C, 1, ...]); prelu takes it flat
+      {"PreluFwdOp", [](In x, Ps) { return at::prelu(x[0], x[1].reshape({-1})); }},
       {"LogFwdOp", [](In x, Ps) { return at::log(x[0]); }},
       {"RsqrtFwdOp", [](In x, Ps) { return at::rsqrt(x[0]); }},
       {"AbsFwdOp", [](In x, Ps) { return at::abs(x[0]); }},
