@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "boundary/checks.h"
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/elementwise/elementwise.h"
@@ -240,6 +241,37 @@ TEST(ElementwisePlan, NoneBoundsNeedNoOtherKernel) {
   const tileops::OpCall a{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, both};
   const tileops::OpCall b{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, one};
   EXPECT_TRUE(tileops::nvrtc::ew_problem(clamp, a) == tileops::nvrtc::ew_problem(clamp, b));
+}
+
+// A float param of an op computing in an integer type (nan_to_num's for int32 input) is saturated
+// into it, not refused as a float Scalar is.
+TEST(ElementwisePlan, FloatParamsOfIntegerInputsAreSaturated) {
+  const int nan_to_num = entry("NanToNumFwdOp");
+  const auto i32 = at::TensorOptions().dtype(c10::kInt);
+  const std::vector<at::Tensor> in{at::ones({8, 16}, i32)};
+  const std::vector<at::Tensor> out{at::empty({8, 16}, i32)};
+  const std::vector<tileops::ParamValue> params{tileops::ParamValue::real(1.5), tileops::ParamValue::real(1e39),
+                                                tileops::ParamValue()};
+  const tileops::OpCall call{0, "tileops::elementwise_nan_to_num_fwd", c10::Device(c10::kCPU), in, out, params};
+  EXPECT_EQ(tileops::nvrtc::ew_problem(nan_to_num, call).compute, c10::kInt);
+  const int add = entry("AddFwdOp");  // a float Scalar for integer inputs stays refused
+  const std::vector<at::Tensor> two{at::ones({8, 16}, i32), at::ones({8, 16}, i32)};
+  const std::vector<tileops::ParamValue> alpha{tileops::ParamValue::real(0.5)};
+  const tileops::OpCall add_call{0, "tileops::elementwise_add_fwd", c10::Device(c10::kCPU), two, out, alpha};
+  EXPECT_THROW(tileops::nvrtc::ew_problem(add, add_call), c10::Error);
+}
+
+// along(input, 1): the weight reaches the engine as [C, 1, ...] (one element: 0-dim), so the layout
+// gives it stride 1 along the channels and 0 elsewhere, whatever its own stride.
+TEST(ElementwiseLayout, WeightAlongDimOneBroadcastsOverTheOtherDims) {
+  const at::Tensor w = at::ones({12}).slice(0, 0, 12, 2);  // 6 channels, stride 2
+  const at::Tensor v = tileops::check::along_view(w, 4, 1);
+  EXPECT_EQ(v.sizes(), (c10::IntArrayRef{6, 1, 1}));
+  EXPECT_EQ(v.data_ptr(), w.data_ptr());
+  EXPECT_EQ(tileops::check::along_view(at::ones({1}), 4, 1).dim(), 0);
+  const auto l = layout({{2, 6, 4, 5}, {6, 1, 1}}, {{120, 20, 5, 1}, {2, 1, 1}}, {2, 6, 4, 5});
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{2, 6, 20}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[1].begin(), l.strides[1].end()), (std::vector<int64_t>{0, 2, 0}));
 }
 
 TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
