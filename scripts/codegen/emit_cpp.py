@@ -234,6 +234,10 @@ def emit_input_shape(op: Op, env: Env, inp, bound: set[str]) -> list[str]:
     t = tensor_ref(op, inp.name)
     if isinstance(inp.shape, exprs.AnyShape):
         return []
+    if isinstance(inp.shape, exprs.Along):
+        a = inp.shape
+        return [f"tileops::check::require_along(kOp, {cpp_str(inp.name)}, {t}, {cpp_str(a.input)}, "
+                f"{tensor_ref(op, a.input)}, {a.dim});"]
     if isinstance(inp.shape, exprs.SameAs):
         other = tensor_ref(op, inp.shape.input)
         return [f"if ({present(op, inp.shape.input)} && {t}.sym_sizes() != {other}.sym_sizes())",
@@ -302,6 +306,19 @@ def emit_dtype_check(op: Op, name: str, rule, t: str) -> list[str]:
 
 
 def emit_rule(op: Op, env: Env, rule) -> list[str]:
+    if not isinstance(rule.node, exprs.Cmp):  # given(p) [or ...]: holds when one condition does
+        conds = rule.node.conds if isinstance(rule.node, exprs.Or) else (rule.node,)
+        parts = []
+        for c in conds:
+            if isinstance(c, exprs.Given):
+                parts.append(f"{c.param}.has_value()")
+            else:
+                parts.append(f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})")
+        used = exprs.names_in(rule.node)
+        names = [p.name for p in op.params if p.name in used]
+        where = ' + ", " + '.join(f"tileops::check::describe_param({cpp_str(n)}, {n})" for n in names) or "std::string()"
+        return [f"if (!({' || '.join(parts)})) tileops::check::fail_param_rule(kOp, {cpp_str(', '.join(names))}, "
+                f"{cpp_str(rule.text)}, {where});"]
     lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
     return ["{", f"  const c10::SymInt lhs = {lhs};", f"  const c10::SymInt rhs = {rhs};",
             f"  if (!(lhs {rule.node.op} rhs)) tileops::check::fail_rule(kOp, {cpp_str(rule.text)}, lhs, rhs);",
@@ -363,6 +380,14 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
         got = ", ".join(dtype_of(n) for n in names)
         body.append(f"if (!(({') || ('.join(conds)}))) tileops::check::fail_dtype_combo(kOp, "
                     f"{cpp_str(', '.join(names))}, {cpp_str(allowed)}, {{{got}}});")
+    for o in op.outputs:  # promote(...) in <union>: the result type must be one of those
+        cases = o.dtype.cases if o.dtype.kind == "select" else ((None, o.dtype),)
+        for v, r in cases:
+            if r.kind in ("promote", "promote_float") and r.names:
+                allowed = ", ".join(DTYPES[n] for n in r.names)
+                check = (f"tileops::check::require_result_dtype(kOp, {cpp_str(o.name)}, {_rule_expr(op, r)}, "
+                         f"{{{allowed}}}, {cpp_str(r.text)});")
+                body.append(f"if ({_select_cond(op, o.dtype.ref, v)}) {check}" if o.dtype.kind == "select" else check)
     bound: set[str] = set()
     for i in op.inputs:
         shape_lines = emit_input_shape(op, env, i, bound)
@@ -541,6 +566,9 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
             ins.append(f"w_{i.name}")
         elif i.optional:
             ins.append(f"tileops::check::present({i.name}) ? {i.name}->contiguous() : at::Tensor()")
+        elif op.elementwise and isinstance(i.shape, exprs.Along):
+            # viewed with the dims it broadcasts along, so the engine's broadcasting reads it
+            ins.append(f"tileops::check::along_view({i.name}, {i.shape.input}.dim(), {i.shape.dim})")
         elif op.elementwise:
             ins.append(i.name)  # any strides: the elementwise engine reads them as they are
         else:
@@ -806,19 +834,36 @@ def emit_composite_header(ops) -> str:
 
 
 def _dtype_expr(op: Op, o: Output) -> str:
-    if o.dtype.kind == "dtype_or":
-        return f"{o.dtype.ref}.value_or({tensor_ref(op, o.dtype.fallback)}.scalar_type())"
-    if o.dtype.kind == "same_as" and op.input(o.dtype.ref) is None:  # a ScalarType param
-        p = op.param(o.dtype.ref)
+    return _rule_expr(op, o.dtype)
+
+
+def _select_cond(op: Op, param: str, value) -> str:
+    """C++ condition: the str param `param` has this value (None: not given)."""
+    p = op.param(param)
+    if value is None:
+        return f"!{param}.has_value()"
+    return f"({param}.has_value() && *{param} == {cpp_str(value)})" if p.nullable else f"{param} == {cpp_str(value)}"
+
+
+def _rule_expr(op: Op, rule) -> str:
+    if rule.kind == "select":  # the case of the param's value; the last one needs no test
+        expr = _rule_expr(op, rule.cases[-1][1])
+        for v, r in reversed(rule.cases[:-1]):
+            expr = f"({_select_cond(op, rule.ref, v)} ? {_rule_expr(op, r)} : {expr})"
+        return expr
+    if rule.kind == "dtype_or":
+        return f"{rule.ref}.value_or({tensor_ref(op, rule.fallback)}.scalar_type())"
+    if rule.kind == "same_as" and op.input(rule.ref) is None:  # a ScalarType param
+        p = op.param(rule.ref)
         return f"{p.name}.value()" if p.nullable else p.name
-    if o.dtype.kind == "same_as":
-        return f"{tensor_ref(op, o.dtype.ref)}.scalar_type()"
-    if o.dtype.kind == "promote_int_to_float":
-        return f"tileops::check::promote_int_to_float({tensor_ref(op, o.dtype.ref)}.scalar_type())"
-    if o.dtype.kind in ("promote", "promote_float"):
-        promoted = f"tileops::check::promote({{{', '.join('&' + tensor_ref(op, n) for n in o.dtype.refs)}}})"
-        return f"tileops::check::promote_int_to_float({promoted})" if o.dtype.kind == "promote_float" else promoted
-    return DTYPES[o.dtype.names[0]]
+    if rule.kind == "same_as":
+        return f"{tensor_ref(op, rule.ref)}.scalar_type()"
+    if rule.kind == "promote_int_to_float":
+        return f"tileops::check::promote_int_to_float({tensor_ref(op, rule.ref)}.scalar_type())"
+    if rule.kind in ("promote", "promote_float"):
+        promoted = f"tileops::check::promote({{{', '.join('&' + tensor_ref(op, n) for n in rule.refs)}}})"
+        return f"tileops::check::promote_int_to_float({promoted})" if rule.kind == "promote_float" else promoted
+    return DTYPES[rule.names[0]]
 
 
 def emit_write_checks(op: Op, branch: Branch) -> list[str]:
@@ -830,7 +875,7 @@ def emit_write_checks(op: Op, branch: Branch) -> list[str]:
         t = tensor_ref(op, o.aliases)
         if isinstance(o.shape, exprs.Broadcast):
             body.append(f"tileops::check::require_broadcast_into(kOp, {cpp_str(o.aliases)}, {t}, s.broadcast);")
-        if o.dtype.kind in ("promote", "promote_float"):
+        if o.dtype.kind in ("promote", "promote_float", "select"):
             body.append(f"tileops::check::require_can_cast(kOp, {cpp_str(o.aliases)}, {t}, {_dtype_expr(op, o)});")
     return body
 
@@ -1039,30 +1084,49 @@ def emit_op_table(ops) -> str:
 
 
 def emit_elementwise_header(ops) -> str:
-    """The elementwise engine's table: per `elementwise:` entry, its expression and operand names."""
+    """The elementwise engine's table: per `elementwise:` entry, its expression(s) and operand names."""
+    from .model import NONE_VALUES
     ew = [o for o in ops if o.status == "implemented" and o.elementwise]
     out = [banner(o.path for o in ops), "#pragma once", "", "namespace tileops::elementwise {", "",
-           "constexpr int kMaxInputs = 4, kMaxParams = 4;", "",
+           "constexpr int kMaxInputs = 4, kMaxParams = 4, kMaxCases = 4;", "",
+           "// What None stands for in a nullable param (manifest `none:`).",
+           "enum class IfNone : int { kRequired = 0, kNegInf, kInf, kMin, kMax, kZero };", "",
            "struct EwOp {",
            "  const char* cls;                    // op class",
            "  const char* stem;                   // operator base name",
            "  int op_id;",
-           "  const char* expr;                   // the manifest's `elementwise:` expression",
+           "  const char* expr;                   // the manifest's `elementwise:` expression (the first case's)",
            "  int n_in;",
            "  const char* in_names[kMaxInputs];",
            "  bool in_fixed[kMaxInputs];          // one fixed dtype (e.g. a bool mask): loaded as is, not promoted",
            "  int n_params;",
            "  const char* param_names[kMaxParams];  // Scalar/float/int/bool params, as values of the compute type",
+           "  IfNone param_none[kMaxParams];      // a nullable param: the value the engine puts for None",
+           "  bool param_float[kMaxParams];       // a float param: converted for an integer compute type too",
+           "  int select;                         // the str param choosing the expression, or -1",
+           "  int n_cases;",
+           "  const char* case_values[kMaxCases];  // the select param's value per case (nullptr: None)",
+           "  const char* case_exprs[kMaxCases];",
            "};", "",
            f"constexpr int kNumOps = {len(ew)};",
            "constexpr EwOp kOps[] = {"]
+    none_code = {None: "IfNone::kRequired", "-inf": "IfNone::kNegInf", "inf": "IfNone::kInf", "min": "IfNone::kMin",
+                 "max": "IfNone::kMax", "zero": "IfNone::kZero"}
+    assert set(none_code) - {None} == set(NONE_VALUES)
     for o in ew:
         ins = ", ".join(cpp_str(i.name) for i in o.inputs)
         fixed = ", ".join("true" if i.dtype.kind == "union" and len(i.dtype.names) == 1 else "false" for i in o.inputs)
         ps = ", ".join(cpp_str(p.name) for p in o.params) or "nullptr"
+        nones = ", ".join(none_code[p.none] for p in o.params) or "IfNone::kRequired"
+        floats = ", ".join("true" if p.type == "float" else "false" for p in o.params) or "false"
+        select = next((k for k, p in enumerate(o.params) if p.name == o.select), -1)
+        cases = o.select_cases or ((None, o.elementwise),)
+        values = ", ".join("nullptr" if v is None else cpp_str(v) for v, _ in cases)
+        exprs_ = ", ".join(cpp_str(e) for _, e in cases)
         out.append(f"    {{{cpp_str(o.cls)}, {cpp_str(o.base_name)}, {o.op_id}, {cpp_str(o.elementwise)}, "
-                   f"{len(o.inputs)}, {{{ins}}}, {{{fixed}}}, {len(o.params)}, {{{ps}}}}},")
+                   f"{len(o.inputs)}, {{{ins}}}, {{{fixed}}}, {len(o.params)}, {{{ps}}}, {{{nones}}}, {{{floats}}}, "
+                   f"{select}, {len(cases)}, {{{values}}}, {{{exprs_}}}}},")
     if not ew:
-        out.append("    {nullptr, nullptr, -1, nullptr, 0, {}, {}, 0, {}},")
+        out.append("    {nullptr, nullptr, -1, nullptr, 0, {}, {}, 0, {}, {}, {}, -1, 0, {}, {}},")
     out += ["};", "", "}  // namespace tileops::elementwise"]
     return "\n".join(out) + "\n"

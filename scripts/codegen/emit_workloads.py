@@ -59,7 +59,7 @@ def _bind_dim(op, w, inp, node, dim: int, env: dict):
 
 def _bind(op: Op, w: dict, inp, shape: list, env: dict):
     pat = inp.shape
-    if isinstance(pat, (exprs.SameAs, exprs.AnyShape)):  # any: the workload's shape, nothing to bind
+    if isinstance(pat, (exprs.SameAs, exprs.AnyShape, exprs.Along)):  # any: the workload's shape, nothing to bind
         return
     def length(d):
         if isinstance(d, exprs.Splice):
@@ -93,6 +93,9 @@ def _shape_of(inp, env: dict, shapes: dict):
         return shapes.get(inp.shape.input)
     if isinstance(inp.shape, exprs.AnyShape):
         return None  # an elementwise input the workload does not give: no shape to derive
+    if isinstance(inp.shape, exprs.Along):  # one element per index of that dim
+        ref = shapes.get(inp.shape.input)
+        return None if ref is None else ([ref[inp.shape.dim]] if len(ref) > inp.shape.dim else [1])
     out = []
     for d in inp.shape.dims:
         if isinstance(d, exprs.Ellipsis_):

@@ -3,8 +3,10 @@
   shape  := 'same_as(' NAME ')' | 'any' | 'broadcast_shapes(' NAME (',' NAME)* ')'
           | '[' dim (',' dim)* ']' | '[]'
           | ('reduce' | 'reduce_listed') '(' NAME ',' NAME [',' NAME] ')'
+          | 'along(' NAME ',' INT ')'
   dim    := '...' | '*' NAME | expr
-  rule   := expr CMP expr            CMP in == != <= >= < >
+  rule   := cond ('or' cond)*
+  cond   := expr CMP expr | 'given(' NAME ')'     CMP in == != <= >= < >
   expr   := term (('+'|'-') term)*
   term   := atom (('*'|'//'|'%') atom)*
   atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
@@ -56,6 +58,18 @@ class Cmp:
 
 
 @dataclass(frozen=True)
+class Given:
+    """A nullable param is not None."""
+    param: str
+
+
+@dataclass(frozen=True)
+class Or:
+    """A rule that holds when any of its conditions does."""
+    conds: tuple
+
+
+@dataclass(frozen=True)
 class Ellipsis_:
     pass
 
@@ -86,6 +100,14 @@ class Reduced:
     listed: bool = False
 class AnyShape:
     """An input of any shape, rank 0 included (elementwise inputs that broadcast)."""
+
+
+@dataclass(frozen=True)
+class Along:
+    """A 0-dim or 1-D input of 1 or input.size(dim) elements, broadcast along that dim of `input`
+    (torch.nn.functional.prelu's weight: along(input, 1))."""
+    input: str
+    dim: int
 
 
 @dataclass(frozen=True)
@@ -172,16 +194,32 @@ def parse_expr(text: str):
     return node
 
 
-def parse_rule(text: str) -> Cmp:
-    p = _Parser(str(text))
+def _cond(p: _Parser, text: str):
+    if p.peek() == "given" and p.i + 1 < len(p.toks) and p.toks[p.i + 1] == "(":
+        p.take()
+        p.take("(")
+        name = p.take()
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise ExprError(f"given() takes a param name: '{text}'")
+        p.take(")")
+        return Given(name)
     lhs = p.expr()
     op = p.peek()
     if op not in COMPARISONS:
-        raise ExprError(f"a rule compares two expressions with one of {' '.join(COMPARISONS)}: '{text}'")
+        raise ExprError(f"a rule compares two expressions with one of {' '.join(COMPARISONS)}, or is "
+                        f"given(<param>), joined by 'or': '{text}'")
     p.take()
-    rhs = p.expr()
+    return Cmp(op, lhs, p.expr())
+
+
+def parse_rule(text: str):
+    p = _Parser(str(text))
+    conds = [_cond(p, text)]
+    while p.peek() == "or":
+        p.take()
+        conds.append(_cond(p, text))
     p.done()
-    return Cmp(op, lhs, rhs)
+    return conds[0] if len(conds) == 1 else Or(tuple(conds))
 
 
 def parse_shape(text: str):
@@ -196,6 +234,11 @@ def parse_shape(text: str):
         raise ExprError(f"a reduced shape is reduce(<input>, <dim param>[, <keepdim param>]) or reduce_listed(...): '{text}'")
     if text == "any":
         return AnyShape()
+    m = re.fullmatch(r"along\(\s*([A-Za-z_]\w*)\s*,\s*(\d+)\s*\)", text)
+    if m:
+        return Along(m.group(1), int(m.group(2)))
+    if text.startswith("along"):
+        raise ExprError(f"along() takes an input name and a dim: along(<input>, <dim>): '{text}'")
     m = re.fullmatch(r"broadcast_shapes\(([^()]*)\)", text)
     if m:
         names = tuple(n.strip() for n in m.group(1).split(","))
@@ -239,6 +282,10 @@ def names_in(node) -> set[str]:
         return set().union(*(names_in(a) for a in node.args))
     if isinstance(node, (Bin, Cmp)):
         return names_in(node.lhs) | names_in(node.rhs)
+    if isinstance(node, Given):
+        return {node.param}
+    if isinstance(node, Or):
+        return set().union(*(names_in(c) for c in node.conds))
     return set()
 
 
@@ -264,6 +311,12 @@ def render(node) -> str:
         return f"{lhs} {node.op} {rhs}"
     if isinstance(node, Cmp):
         return f"{render(node.lhs)} {node.op} {render(node.rhs)}"
+    if isinstance(node, Given):
+        return f"given({node.param})"
+    if isinstance(node, Or):
+        return " or ".join(render(c) for c in node.conds)
+    if isinstance(node, Along):
+        return f"along({node.input}, {node.dim})"
     if isinstance(node, Ellipsis_):
         return "..."
     if isinstance(node, Splice):

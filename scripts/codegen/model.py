@@ -47,18 +47,21 @@ AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
 OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
-PARAM_KEYS = {"type", "default", "choices", "doc"}
+PARAM_KEYS = {"type", "default", "choices", "doc", "none"}
+# What None stands for in a nullable param of an elementwise entry (`none:`), substituted by the engine.
+NONE_VALUES = ("-inf", "inf", "min", "max", "zero")
 NO_DEFAULT = object()
 
 
 @dataclass(frozen=True)
 class DTypeRule:
-    kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or' | 'promote' | 'promote_float'
-    names: tuple = ()  # for 'union'
+    kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or' | 'promote' | 'promote_float' | 'select'
+    names: tuple = ()  # for 'union'; for 'promote'/'promote_float' with `in <union>`: the dtypes allowed
     ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param of 'dtype_or'
     fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None
     text: str = ""
     refs: tuple = ()  # for 'promote' / 'promote_float': the inputs whose dtypes are promoted
+    cases: tuple = ()  # for 'select': (value or None, DTypeRule) per value of the str param `ref`
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class Param:
     default: object  # NO_DEFAULT or a Python value (None allowed when nullable)
     choices: tuple | None
     line: int
+    none: str | None = None  # elementwise: what None stands for (NONE_VALUES)
 
     @property
     def schema_type(self) -> str:
@@ -100,7 +104,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Rule:
-    node: exprs.Cmp
+    node: object  # exprs.Cmp | exprs.Given | exprs.Or
     text: str
     line: int
 
@@ -142,6 +146,9 @@ class Op:
     op_id: int = field(default=-1, compare=False)
     autograd: str | None = None  # backward op class named by `autograd: {backward: ...}`
     elementwise: str | None = None  # the device expression of an elementwise op (`elementwise:`)
+    # `elementwise: {<str param>: {<value>: <expr>}}`: the param and (value or None, expression) per case
+    select: str | None = None
+    select_cases: tuple = ()
     autograd_line: int = 0
     pairing: object = field(default=None, compare=False)  # Pairing, resolved once every entry is known
 
@@ -247,18 +254,49 @@ class _Ctx:
                 self.fail(m.line, f"{what} is missing required key '{k}'")
 
 
-def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str) -> DTypeRule:
+def _select_cases(ctx: _Ctx, raw, line: int, params, what: str) -> tuple[str, tuple]:
+    """`{<str param>: {<value>: <text>, ...}}`: one text per choice of the param (and `None` when it is
+    nullable), picked by the call's value."""
+    if not isinstance(raw, LMap) or len(raw) != 1:
+        ctx.fail(line, f"{what}: a choice by param is a mapping with one key, a str param: "
+                       "{<param>: {<value>: ..., None: ...}}")
+    (name, cases), = raw.items()
+    p = next((p for p in params if p.name == name), None)
+    if p is None or p.type != "str" or not p.choices:
+        ctx.fail(line, f"{what}: '{name}' must be a str param with choices")
+    if not isinstance(cases, LMap):
+        ctx.fail(line, f"{what}: '{name}' maps each of its values to a text")
+    want = (["None"] if p.nullable else []) + list(p.choices)
+    if sorted(cases) != sorted(want):
+        ctx.fail(cases.line, f"{what}: the cases of '{name}' must be exactly {', '.join(want)} (got {', '.join(cases)})")
+    return name, tuple((None if k == "None" else k, cases[k], cases.line_of(k)) for k in want)
+
+
+def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str, params=()) -> DTypeRule:
+    if isinstance(text, LMap):
+        name, cases = _select_cases(ctx, text, line, params, what)
+        rules = tuple((v, _dtype_rule(ctx, t, ln, known_inputs, what)) for v, t, ln in cases)
+        if any(r.kind == "select" for _, r in rules):
+            ctx.fail(line, f"{what}: a dtype choice by param does not nest")
+        text_of = "; ".join(f"{'None' if v is None else v}: {r.text}" for v, r in rules)
+        return DTypeRule("select", ref=name, text=f"{{{name}: {text_of}}}", cases=rules)
     if not isinstance(text, str):
         ctx.fail(line, f"{what}: dtype must be a string like 'float16 | bfloat16' or 'same_as(x)'")
     t = text.strip()
-    m = re.fullmatch(r"(promote|promote_float)\(([^()]*)\)", t)
+    m = re.fullmatch(r"(promote|promote_float)\(([^()]*)\)(?:\s+in\s+(.+))?", t)
     if m:
         refs = tuple(n.strip() for n in m.group(2).split(","))
         for n in refs:
             if n not in known_inputs:
                 ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{n}'; "
                                f"known inputs: {', '.join(known_inputs) or '(none)'}")
-        return DTypeRule(m.group(1), text=t, refs=refs)
+        allowed = ()
+        if m.group(3):  # the result type must be one of these (torch refuses bool for rounding division)
+            allowed = tuple(n.strip() for n in m.group(3).split("|"))
+            for n in allowed:
+                if n not in DTYPES:
+                    ctx.fail(line, f"{what}: unknown dtype '{n}' in '{t}'; known: {', '.join(DTYPES)}")
+        return DTypeRule(m.group(1), names=allowed, text=t, refs=refs)
     m = re.fullmatch(r"(same_as|promote_int_to_float)\(\s*([A-Za-z_]\w*)\s*\)", t)
     if m:
         if m.group(2) not in known_inputs:
@@ -374,7 +412,11 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
         if base == "ScalarType" and not all(c in DTYPES for c in choices):
             ctx.fail(spec.line_of("choices"), f"param '{name}': choices must be dtype names ({', '.join(DTYPES)})")
         choices = tuple(choices)
-    return Param(name, base, nullable, default, choices, line)
+    none = spec.get("none")
+    if none is not None and (not nullable or none not in NONE_VALUES):
+        ctx.fail(spec.line_of("none"), f"param '{name}': none: says what None stands for in a nullable param: "
+                                       f"one of {', '.join(NONE_VALUES)}")
+    return Param(name, base, nullable, default, choices, line, none)
 
 
 def build_op(raw_path: str, cls: str, entry) -> Op:
@@ -430,7 +472,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         new_name(name, line, "input")
         ctx.keys(spec, INPUT_KEYS, f"input '{name}'", required=("dtype", "shape"))
         dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), [i.name for i in inputs], f"input '{name}'")
-        if dtype.kind in ("promote_int_to_float", "dtype_or", "promote", "promote_float"):
+        if dtype.kind in ("promote_int_to_float", "dtype_or", "promote", "promote_float", "select"):
             ctx.fail(spec.line_of("dtype"), f"input '{name}': {dtype.kind}() gives an output's dtype; "
                                             "an input takes a union or same_as()")
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
@@ -441,6 +483,10 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                                             "an input that broadcasts takes shape 'any'")
         if isinstance(shape, exprs.SameAs) and shape.input not in [i.name for i in inputs]:
             ctx.fail(spec.line_of("shape"), f"input '{name}': shape same_as({shape.input}) must name an earlier input")
+        if isinstance(shape, exprs.Along) and not any(i.name == shape.input and isinstance(i.shape, exprs.AnyShape)
+                                                      for i in inputs):
+            ctx.fail(spec.line_of("shape"), f"input '{name}': along({shape.input}, {shape.dim}) must name an earlier "
+                                            "input of shape 'any'")
         optional = spec.get("optional", False)
         if not isinstance(optional, bool):
             ctx.fail(spec.line_of("optional"), f"input '{name}': optional must be true or false")
@@ -461,7 +507,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         new_name(name, line, "output")
         ctx.keys(spec, OUTPUT_KEYS, f"output '{name}'", required=("dtype", "shape"))
         dtype_sources = input_names + [p.name for p in params if p.type == "ScalarType"]
-        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), dtype_sources, f"output '{name}'")
+        dtype = _dtype_rule(ctx, spec["dtype"], spec.line_of("dtype"), dtype_sources, f"output '{name}'", params)
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"output '{name}'")
         if isinstance(shape, exprs.SameAs) and shape.input not in input_names:
             ctx.fail(spec.line_of("shape"), f"output '{name}': shape same_as({shape.input}) names no input")
@@ -491,12 +537,17 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             # it is; e.g. promote_int_to_float(x) cannot alias an integer x.
             # promote(...) over the written input: the result is cast into it (checked per call, as torch's
             # in-place ops check can_cast).
-            promoted_into = dtype.kind in ("promote", "promote_float") and aliases in dtype.refs
-            if not promoted_into and (dtype.kind != "same_as"
-                                      or _dtype_root(inputs, dtype.ref) != _dtype_root(inputs, aliases)):
+            for rule in ([r for _, r in dtype.cases] if dtype.kind == "select" else [dtype]):
+                promoted_into = rule.kind in ("promote", "promote_float") and aliases in rule.refs
+                if not promoted_into and (rule.kind != "same_as"
+                                          or _dtype_root(inputs, rule.ref) != _dtype_root(inputs, aliases)):
+                    break
+            else:
+                rule = None
+            if rule is not None:
                 ctx.fail(spec.line_of("dtype"), f"output '{name}' aliases '{aliases}', so its dtype must be "
                                                 f"same_as({aliases}) (or same_as the input {aliases}'s dtype follows), "
-                                                f"got '{dtype.text}'; promote() or promote_float() of inputs "
+                                                f"got '{rule.text}'; promote() or promote_float() of inputs "
                                                 f"including {aliases} may alias it too")
         if dtype.kind == "promote_int_to_float" and dtype.ref not in input_names:
             ctx.fail(spec.line_of("dtype"), f"output '{name}': promote_int_to_float() takes a tensor input, "
@@ -543,7 +594,14 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             node = exprs.parse_rule(text)
         except exprs.ExprError as e:
             ctx.fail(line, f"shape rule does not parse: {e}")
-        _check_names(ctx, node, line, symbols | int_params, list_params, set(input_names), f"shape rule '{text}'")
+        for cond in (node.conds if isinstance(node, exprs.Or) else (node,)):
+            if isinstance(cond, exprs.Given):
+                p = next((p for p in params if p.name == cond.param), None)
+                if p is None or not p.nullable:
+                    ctx.fail(line, f"shape rule '{text}': given() takes a nullable param, not '{cond.param}'")
+            else:
+                _check_names(ctx, cond, line, symbols | int_params, list_params, set(input_names),
+                             f"shape rule '{text}'")
         rules.append(Rule(node, str(text), line))
 
     combos = _dtype_combos(ctx, sig, inputs)
@@ -566,9 +624,17 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         if not isinstance(autograd, str):
             ctx.fail(autograd_line, "autograd.backward names the op class that computes this op's gradients")
 
-    elementwise = None
+    elementwise, select, select_cases = None, None, ()
     if "elementwise" in entry:
-        elementwise = _elementwise(ctx, entry["elementwise"], entry.line_of("elementwise"), inputs, outputs, params)
+        raw, eline = entry["elementwise"], entry.line_of("elementwise")
+        if isinstance(raw, LMap):  # one expression per value of a str param, chosen when the kernel is planned
+            select, cases = _select_cases(ctx, raw, eline, params, "elementwise")
+            select_cases = tuple((v, _elementwise(ctx, t, ln, inputs, outputs, params, select)) for v, t, ln in cases)
+            elementwise = select_cases[0][1]
+        else:
+            elementwise = _elementwise(ctx, raw, eline, inputs, outputs, params)
+    elif any(p.none for p in params):
+        ctx.fail(next(p.line for p in params if p.none), "none: is for the params of an elementwise entry")
 
     roofline = entry.get("roofline")
     if roofline is not None:
@@ -578,7 +644,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
 
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
-              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, elementwise=elementwise)
+              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, elementwise=elementwise,
+              select=select, select_cases=select_cases)
 
 
 # Device functions of src/kernels/elementwise/elementwise.cuh an `elementwise:` expression may call
@@ -589,13 +656,15 @@ ELEMENTWISE_FUNCTIONS = {
     "floor", "ceil", "round", "trunc", "frac", "sign", "signbit", "reciprocal", "sigmoid", "isnan", "isinf",
     "isfinite", "pow", "fmod", "remainder", "floor_divide", "true_divide", "maximum", "minimum", "atan2",
     "copysign", "hypot", "clamp", "softplus", "gelu", "gelu_tanh", "lerp", "logical_not", "bitwise_not",
-    "nan_to_num", "round_decimals", "truth"}
+    "nan_to_num", "round_decimals", "truth", "clamp_min", "clamp_max", "quotient",
+    "rounded"}  # rounded(x): x rounded to the output's dtype and back (generated per kernel)
 ELEMENTWISE_WORDS = {"true", "false", "C"}  # C: the compute type, e.g. C(1)
 ELEMENTWISE_PARAM_TYPES = ("Scalar", "float", "int", "bool")
 
 
-def _elementwise(ctx, text, line, inputs, outputs, params) -> str:
-    """`elementwise: "<expr>"`: the op is y = expr over broadcast inputs, evaluated in the compute type."""
+def _elementwise(ctx, text, line, inputs, outputs, params, select=None) -> str:
+    """`elementwise: "<expr>"`: the op is y = expr over broadcast inputs, evaluated in the compute type.
+    `select`: the str param whose value chose this expression (not a value the expression reads)."""
     if not isinstance(text, str) or not text.strip():
         ctx.fail(line, "elementwise is the op's device expression, e.g. \"a + alpha * b\"")
     if len(outputs) != 1:
@@ -605,16 +674,25 @@ def _elementwise(ctx, text, line, inputs, outputs, params) -> str:
     if not inputs or len(inputs) > 4 or len(params) > 4:
         ctx.fail(line, "an elementwise entry has 1 to 4 tensor inputs and at most 4 params")
     for i in inputs:
-        if i.optional or not isinstance(i.shape, exprs.AnyShape):
-            ctx.fail(i.line, f"input '{i.name}' of an elementwise entry takes shape 'any' and is not optional")
-    wanted = f"broadcast_shapes({', '.join(names)})" if len(names) > 1 else f"same_as({names[0]})"
-    if exprs.render(out.shape) != wanted and not (len(names) == 1 and exprs.render(out.shape) == f"broadcast_shapes({names[0]})"):
+        if i.optional or not isinstance(i.shape, (exprs.AnyShape, exprs.Along)):
+            ctx.fail(i.line, f"input '{i.name}' of an elementwise entry takes shape 'any' (or along(<input>, <dim>)) "
+                             "and is not optional")
+    # inputs along a dim of another broadcast within it: the output's shape comes from the others
+    spread = [i.name for i in inputs if isinstance(i.shape, exprs.AnyShape)]
+    wanted = f"broadcast_shapes({', '.join(spread)})" if len(spread) > 1 else f"same_as({spread[0]})"
+    if exprs.render(out.shape) != wanted and not (len(spread) == 1 and exprs.render(out.shape) == f"broadcast_shapes({spread[0]})"):
         ctx.fail(out.line, f"output '{out.name}' of an elementwise entry has shape '{wanted}'")
     for p in params:
-        if p.type not in ELEMENTWISE_PARAM_TYPES or p.nullable:
+        if p.name == select:
+            continue
+        if p.type not in ELEMENTWISE_PARAM_TYPES or (p.nullable and p.type not in ("Scalar", "float")):
             ctx.fail(p.line, f"param '{p.name}' of an elementwise entry is one of {', '.join(ELEMENTWISE_PARAM_TYPES)} "
-                             "(a value in the compute type), not nullable")
-    known = set(names) | {p.name for p in params} | ELEMENTWISE_WORDS
+                             "(a value in the compute type; Scalar? and float? with none:), or the str param "
+                             "an `elementwise: {<param>: ...}` choice reads")
+        if p.nullable and p.none is None:
+            ctx.fail(p.line, f"param '{p.name}' is nullable: say what None stands for with none: "
+                             f"({', '.join(NONE_VALUES)})")
+    known = set(names) | {p.name for p in params if p.name != select} | ELEMENTWISE_WORDS
     for m in re.finditer(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fF]?|\.\d+(?:[eE][-+]?\d+)?[fF]?|([A-Za-z_]\w*)(\s*\()?", text):
         word, call = m.group(1), m.group(2)
         if word is None:

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <exception>
 #include <new>
+#include <sstream>
 #include <string>
 
 namespace tileops::check {
@@ -175,6 +176,34 @@ ParamValue scalar_value(const at::Scalar& v) {
   return ParamValue::real(v.toDouble());
 }
 
+void require_result_dtype(const char* op, const char* output, c10::ScalarType result,
+                          std::initializer_list<c10::ScalarType> allowed, const char* rule) {
+  for (auto a : allowed)
+    if (a == result) return;
+  TORCH_CHECK_TYPE(false, op, ": output '", output, "' would have dtype ", dtype_name(result), ", but its rule ", rule,
+                   " allows only those dtypes");
+}
+
+void require_along(const char* op, const char* arg, const at::Tensor& t, const char* ref_name, const at::Tensor& ref,
+                   int64_t dim) {
+  TORCH_CHECK_VALUE(t.dim() <= 1, op, ": '", arg, "' must be a 0-dim or 1-D tensor broadcast along dim ", dim, " of '",
+                    ref_name, "' (along(", ref_name, ", ", dim, ")), got shape ", dims_str(t.sym_sizes()));
+  if (t.sym_numel() == 1) return;
+  TORCH_CHECK_VALUE(ref.dim() > dim, op, ": '", arg, "' has ", sym_str(t.sym_numel()), " elements, but '", ref_name,
+                    "' of shape ", dims_str(ref.sym_sizes()), " has no dim ", dim,
+                    " to broadcast along: give it 1 element (along(", ref_name, ", ", dim, "))");
+  TORCH_CHECK_VALUE(t.sym_numel() == ref.sym_size(dim), op, ": '", arg, "' must have 1 element or ", ref_name,
+                    ".size(", dim, ") = ", sym_str(ref.sym_size(dim)), " elements (along(", ref_name, ", ", dim,
+                    ")), got ", sym_str(t.sym_numel()));
+}
+
+at::Tensor along_view(const at::Tensor& t, int64_t ref_ndim, int64_t dim) {
+  if (t.numel() == 1) return t.reshape({});
+  at::Tensor v = t.reshape({-1});  // a view: t has at most one dim
+  for (int64_t k = dim + 1; k < ref_ndim; ++k) v = v.unsqueeze(-1);
+  return v;
+}
+
 std::string describe(const char* name, c10::SymIntArrayRef dims) {
   return std::string(" (") + name + "=" + dims_str(dims) + ")";
 }
@@ -315,6 +344,31 @@ void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c
   TORCH_CHECK_VALUE(false, op, ": shape rule '", rule, "' is violated (left side ", sym_str(lhs), ", right side ",
                     sym_str(rhs), ")");
 }
+
+void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values) {
+  TORCH_CHECK_VALUE(false, op, ": params (", names, ") break the rule '", rule, "'; got ", values);
+}
+
+std::string describe_param(const char* name, const std::optional<at::Scalar>& v) {
+  if (!v.has_value()) return std::string(name) + "=None";
+  if (v->isBoolean()) return std::string(name) + "=" + (v->toBool() ? "True" : "False");
+  if (v->isIntegral(false)) return std::string(name) + "=" + std::to_string(v->toLong());
+  std::ostringstream s;
+  s << name << "=" << v->toDouble();
+  return s.str();
+}
+
+std::string describe_param(const char* name, const std::optional<double>& v) {
+  return std::string(name) + "=" + (v.has_value() ? std::to_string(*v) : std::string("None"));
+}
+
+std::string describe_param(const char* name, const std::optional<c10::string_view>& v) {
+  return std::string(name) + "=" + (v.has_value() ? "'" + std::string(*v) + "'" : std::string("None"));
+}
+
+std::string describe_param(const char* name, const c10::SymInt& v) { return std::string(name) + "=" + sym_str(v); }
+
+std::string describe_param(const char* name, int64_t v) { return std::string(name) + "=" + std::to_string(v); }
 
 void fail_dtype_combo(const char* op, const char* names, const char* allowed,
                       std::initializer_list<c10::ScalarType> got) {

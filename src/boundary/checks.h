@@ -47,6 +47,16 @@ void require_can_cast(const char* op, const char* arg, const at::Tensor& t, c10:
 // A Scalar param as the caller passed it: an Int, Real or Bool param value.
 ParamValue scalar_value(const at::Scalar& v);
 
+// An op's result type `result` (an output's promote(...) rule `rule`) must be one of `allowed`.
+void require_result_dtype(const char* op, const char* output, c10::ScalarType result,
+                          std::initializer_list<c10::ScalarType> allowed, const char* rule);
+// along(<input>, dim): `t` is 0-dim or 1-D with 1 element or ref.size(dim) elements.
+void require_along(const char* op, const char* arg, const at::Tensor& t, const char* ref_name, const at::Tensor& ref,
+                   int64_t dim);
+// The same elements viewed so that they broadcast along `dim` of a tensor of rank `ref_ndim` (one
+// element: 0-dim; else [n, 1, ..., 1] with ref_ndim - 1 - dim trailing ones).
+at::Tensor along_view(const at::Tensor& t, int64_t ref_ndim, int64_t dim);
+
 std::string describe(const char* name, c10::SymIntArrayRef dims);
 std::string describe(const char* name, const c10::SymInt& v);
 
@@ -102,6 +112,14 @@ void require_device_available(const char* op, const char* arg, const c10::Device
 [[noreturn]] void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const char* ref_name,
                                   const at::Tensor& ref);
 [[noreturn]] void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs);
+// A rule over params (given(min) or given(max)) that the call breaks; `names`: the params it reads,
+// `values`: their values as the call gave them (describe_param).
+[[noreturn]] void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values);
+std::string describe_param(const char* name, const std::optional<at::Scalar>& v);
+std::string describe_param(const char* name, const std::optional<double>& v);
+std::string describe_param(const char* name, const std::optional<c10::string_view>& v);
+std::string describe_param(const char* name, const c10::SymInt& v);
+std::string describe_param(const char* name, int64_t v);
 // The inputs `names` ("q, cos_sin_cache") have dtypes `got` (Undefined: an absent optional input),
 // which match none of the manifest's dtype_combos `allowed` ("(float16, float16), (float16, float32)").
 [[noreturn]] void fail_dtype_combo(const char* op, const char* names, const char* allowed,

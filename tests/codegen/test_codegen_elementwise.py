@@ -51,7 +51,8 @@ def test_good_entry_emits_broadcast_promotion_and_in_place_checks():
     # inputs are read with their strides: no contiguous copy of b
     assert "b.contiguous()" not in reg
     header = emit_cpp.emit_elementwise_header([op])
-    assert '{"AddOp", "ew_add", 0, "a + alpha * b", 2, {"a", "b"}, {false, false}, 1, {"alpha"}}' in header
+    assert ('{"AddOp", "ew_add", 0, "a + alpha * b", 2, {"a", "b"}, {false, false}, 1, {"alpha"}, '
+            '{IfNone::kRequired}, {false}, -1, 1, {nullptr}, {"a + alpha * b"}}') in header
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -74,3 +75,109 @@ def test_good_entry_emits_broadcast_promotion_and_in_place_checks():
 ])
 def test_rules(edit, message):
     assert message in error_of(GOOD.replace(*edit))
+
+
+CLAMP = """
+ClampOp:
+  family: ew
+  ref_api: torch.clamp
+  status: implemented
+  elementwise: "clamp(x, lo, hi)"
+  signature:
+    inputs:
+      x: {dtype: int32 | float32, shape: any}
+    outputs:
+      y: {dtype: same_as(x), shape: same_as(x), buffer: out}
+    params:
+      lo: {type: "Scalar?", default: null, none: "-inf"}
+      hi: {type: "Scalar?", default: null, none: "inf"}
+    shape_rules: ["given(lo) or given(hi)"]
+"""
+
+
+def test_nullable_params_say_what_none_stands_for_and_rules_read_given():
+    (op,) = ops_of(CLAMP)
+    assert [p.none for p in op.params] == ["-inf", "inf"]
+    assert "Scalar? lo=None, Scalar? hi=None" in emit_cpp.schema(op, op.branches[0])
+    reg = emit_cpp.emit_registration([op])
+    assert ('if (!(lo.has_value() || hi.has_value())) tileops::check::fail_param_rule(kOp, "lo, hi", '
+            '"given(lo) or given(hi)", tileops::check::describe_param("lo", lo) + ", " + '
+            'tileops::check::describe_param("hi", hi));') in reg
+    assert "{IfNone::kNegInf, IfNone::kInf}" in emit_cpp.emit_elementwise_header([op])
+
+
+DIV = """
+DivOp:
+  family: ew
+  ref_api: torch.div
+  status: implemented
+  elementwise:
+    mode:
+      None: "a / b"
+      floor: "floor_divide(a, b)"
+  signature:
+    inputs:
+      a: {dtype: bool | int32 | float32, shape: any, mutated: optional}
+      b: {dtype: bool | int32 | float32, shape: any}
+    outputs:
+      y:
+        dtype:
+          mode: {None: "promote_float(a, b)", floor: "promote(a, b) in int32 | float32"}
+        shape: "broadcast_shapes(a, b)"
+        aliases: a
+        buffer: out
+    params:
+      mode: {type: "str?", default: null, choices: [floor]}
+"""
+
+
+def test_a_str_param_chooses_the_expression_and_the_output_dtype():
+    (op,) = ops_of(DIV)
+    assert op.select == "mode" and op.select_cases == ((None, "a / b"), ("floor", "floor_divide(a, b)"))
+    reg = emit_cpp.emit_registration([op])
+    both = ("(!mode.has_value() ? tileops::check::promote_int_to_float(tileops::check::promote({&a, &b})) : "
+            "tileops::check::promote({&a, &b}))")
+    assert f"at::empty_symint(c10::SymIntArrayRef(s.broadcast), a.options().dtype({both}));" in reg
+    assert f'tileops::check::require_can_cast(kOp, "a", a, {both});' in reg
+    assert ('if ((mode.has_value() && *mode == "floor")) tileops::check::require_result_dtype(kOp, "y", '
+            'tileops::check::promote({&a, &b}), {at::kInt, at::kFloat}, "promote(a, b) in int32 | float32");') in reg
+    header = emit_cpp.emit_elementwise_header([op])
+    assert '0, 2, {nullptr, "floor"}, {"a / b", "floor_divide(a, b)"}}' in header
+
+
+PRELU = """
+PreluOp:
+  family: ew
+  ref_api: torch.nn.functional.prelu
+  status: implemented
+  elementwise: "x > C(0) ? x : w * x"
+  signature:
+    inputs:
+      x: {dtype: float32, shape: any}
+      w: {dtype: same_as(x), shape: "along(x, 1)"}
+    outputs:
+      y: {dtype: same_as(x), shape: same_as(x)}
+"""
+
+
+def test_an_input_along_a_dim_is_checked_and_viewed_for_the_engine():
+    (op,) = ops_of(PRELU)
+    reg = emit_cpp.emit_registration([op])
+    assert 'tileops::check::require_along(kOp, "w", w, "x", x, 1);' in reg
+    assert "ins{x, tileops::check::along_view(w, x.dim(), 1)}" in reg
+
+
+@pytest.mark.parametrize("text,edit,message", [
+    (CLAMP, ('none: "-inf"', 'none: "zero?"'), "none: says what None stands for"),
+    (CLAMP, (', none: "inf"', ''), "param 'hi' is nullable: say what None stands for"),
+    (CLAMP, ("given(lo) or given(hi)", "given(lo) or given(x)"), "given() takes a nullable param, not 'x'"),
+    (CLAMP, ("given(lo) or given(hi)", "given(lo) or"), "shape rule does not parse"),
+    (DIV, ('floor: "floor_divide(a, b)"', 'trunc: "a / b"'), "the cases of 'mode' must be exactly None, floor"),
+    (DIV, (", choices: [floor]", ""), "'mode' must be a str param with choices"),
+    (DIV, ("in int32 | float32", "in int33"), "unknown dtype 'int33'"),
+    (DIV, ('None: "a / b"', 'None: "a / mode"'), "'mode' is not an input or param of the entry"),
+    (PRELU, ('"along(x, 1)"', '"along(w, 1)"'), "along(w, 1) must name an earlier input of shape 'any'"),
+    (PRELU, ('"along(x, 1)"', '"along(x)"'), "along() takes an input name and a dim"),
+])
+def test_new_grammar_rules(text, edit, message):
+    assert message in error_of(text.replace(*edit))

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "boundary/checks.h"
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/elementwise/elementwise.h"
@@ -188,6 +189,90 @@ TEST_P(ElementwiseCompiles, EveryPathToCubin) {
 
 INSTANTIATE_TEST_SUITE_P(EveryEntry, ElementwiseCompiles, ::testing::Range(0, ew::kNumOps),
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(ew::kOps[i.param].cls); });
+
+// The integer forms of the entries whose device functions differ for integers, and every case of an
+// entry whose expression a str param chooses (Div's rounding modes), each to CUBIN.
+TEST(ElementwiseCompiles, IntegerFormsAndEveryChoiceToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp", "NanToNumFwdOp", "DivFwdOp"}) {
+    const int op = entry(cls);
+    ASSERT_GE(op, 0) << cls;
+    for (const c10::ScalarType dt : {c10::kHalf, c10::kByte, c10::kInt, c10::kLong}) {
+      for (int c = 0; c < ew::kOps[op].n_cases; ++c) {
+        EwSpec s = spec_for(op, dt, 0, false);
+        s.variant = c;
+        if (c == 0 && std::string(cls) == "DivFwdOp" && dt != c10::kHalf) continue;  // true division: float out
+        const auto srcs = s.sources();
+        EXPECT_NE(srcs[0].source.find(ew::kOps[op].case_exprs[c]), std::string::npos);
+        const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
+        EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
+      }
+    }
+  }
+}
+
+// A str param picks the expression when the kernel is planned: each value its own kernel identity.
+TEST(ElementwisePlan, RoundingModeIsPartOfTheIdentity) {
+  const int div = entry("DivFwdOp");
+  const auto i32 = at::TensorOptions().dtype(c10::kInt);
+  const std::vector<at::Tensor> in{at::ones({8, 16}, i32), at::ones({16}, i32)};
+  const std::vector<at::Tensor> out{at::empty({8, 16}, i32)};
+  std::vector<std::string> names;
+  for (const char* mode : {"trunc", "floor"}) {
+    const std::vector<tileops::ParamValue> params{tileops::ParamValue::string(mode)};
+    const tileops::OpCall call{0, "tileops::elementwise_div_fwd", c10::Device(c10::kCPU), in, out, params};
+    const EwSpec s = tileops::nvrtc::ew_problem(div, call);
+    EXPECT_STREQ(ew::kOps[div].case_values[s.variant], mode);
+    names.push_back(s.name());
+    EXPECT_NE(s.sources()[0].source.find(ew::kOps[div].case_exprs[s.variant]), std::string::npos);
+  }
+  EXPECT_NE(names[0], names[1]);
+  EXPECT_NE(names[1].find("__mfloor"), std::string::npos) << names[1];
+}
+
+// None stands for a value the engine puts in: a bound that never binds; the kernel is the same.
+TEST(ElementwisePlan, NoneBoundsNeedNoOtherKernel) {
+  const int clamp = entry("ClampScalarFwdOp");
+  const auto f = at::TensorOptions().dtype(c10::kFloat);
+  const std::vector<at::Tensor> in{at::ones({8, 16}, f)};
+  const std::vector<at::Tensor> out{at::empty({8, 16}, f)};
+  const std::vector<tileops::ParamValue> both{tileops::ParamValue::real(0.0), tileops::ParamValue::real(1.0)};
+  const std::vector<tileops::ParamValue> one{tileops::ParamValue(), tileops::ParamValue::real(1.0)};
+  const tileops::OpCall a{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, both};
+  const tileops::OpCall b{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, one};
+  EXPECT_TRUE(tileops::nvrtc::ew_problem(clamp, a) == tileops::nvrtc::ew_problem(clamp, b));
+}
+
+// A float param of an op computing in an integer type (nan_to_num's for int32 input) is saturated
+// into it, not refused as a float Scalar is.
+TEST(ElementwisePlan, FloatParamsOfIntegerInputsAreSaturated) {
+  const int nan_to_num = entry("NanToNumFwdOp");
+  const auto i32 = at::TensorOptions().dtype(c10::kInt);
+  const std::vector<at::Tensor> in{at::ones({8, 16}, i32)};
+  const std::vector<at::Tensor> out{at::empty({8, 16}, i32)};
+  const std::vector<tileops::ParamValue> params{tileops::ParamValue::real(1.5), tileops::ParamValue::real(1e39),
+                                                tileops::ParamValue()};
+  const tileops::OpCall call{0, "tileops::elementwise_nan_to_num_fwd", c10::Device(c10::kCPU), in, out, params};
+  EXPECT_EQ(tileops::nvrtc::ew_problem(nan_to_num, call).compute, c10::kInt);
+  const int add = entry("AddFwdOp");  // a float Scalar for integer inputs stays refused
+  const std::vector<at::Tensor> two{at::ones({8, 16}, i32), at::ones({8, 16}, i32)};
+  const std::vector<tileops::ParamValue> alpha{tileops::ParamValue::real(0.5)};
+  const tileops::OpCall add_call{0, "tileops::elementwise_add_fwd", c10::Device(c10::kCPU), two, out, alpha};
+  EXPECT_THROW(tileops::nvrtc::ew_problem(add, add_call), c10::Error);
+}
+
+// along(input, 1): the weight reaches the engine as [C, 1, ...] (one element: 0-dim), so the layout
+// gives it stride 1 along the channels and 0 elsewhere, whatever its own stride.
+TEST(ElementwiseLayout, WeightAlongDimOneBroadcastsOverTheOtherDims) {
+  const at::Tensor w = at::ones({12}).slice(0, 0, 12, 2);  // 6 channels, stride 2
+  const at::Tensor v = tileops::check::along_view(w, 4, 1);
+  EXPECT_EQ(v.sizes(), (c10::IntArrayRef{6, 1, 1}));
+  EXPECT_EQ(v.data_ptr(), w.data_ptr());
+  EXPECT_EQ(tileops::check::along_view(at::ones({1}), 4, 1).dim(), 0);
+  const auto l = layout({{2, 6, 4, 5}, {6, 1, 1}}, {{120, 20, 5, 1}, {2, 1, 1}}, {2, 6, 4, 5});
+  EXPECT_EQ(std::vector<int64_t>(l.sizes.begin(), l.sizes.end()), (std::vector<int64_t>{2, 6, 20}));
+  EXPECT_EQ(std::vector<int64_t>(l.strides[1].begin(), l.strides[1].end()), (std::vector<int64_t>{0, 2, 0}));
+}
 
 TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
   const EwSpec a = spec_for(0, c10::kHalf, 0, false), b = spec_for(0, c10::kHalf, 2, false);

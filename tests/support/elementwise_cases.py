@@ -18,6 +18,8 @@ from codegen.__main__ import load_ops  # noqa: E402
 PARAMS = {
     "AddFwdOp": {"alpha": 2},
     "ClampScalarFwdOp": {"min": -3, "max": 5},
+    "ClampMinFwdOp": {"min": -3},
+    "ClampMaxFwdOp": {"max": 5},
     "MaskedFillScalarFwdOp": {"value": 2},
     "LeakyReluFwdOp": {"negative_slope": 0.2},
     "EluFwdOp": {"alpha": 0.7},
@@ -32,7 +34,7 @@ REFS = {"RoundFwdOp": lambda x, decimals=0: torch.round(x) if decimals == 0 else
 # Broadcast sample shapes by arity: every input broadcasts in some dim; entries whose inputs have a
 # fixed rank (masked_fill's 0-dim value) name theirs.
 SHAPES = {1: [(4, 33)], 2: [(3, 1, 33), (4, 33)], 3: [(4, 33), (3, 1, 33), (33,)], 4: [(4, 33), (3, 1, 33), (33,), (3, 4, 1)]}
-ENTRY_SHAPES = {"MaskedFillFwdOp": [(3, 1, 33), (4, 33), ()]}
+ENTRY_SHAPES = {"MaskedFillFwdOp": [(3, 1, 33), (4, 33), ()], "PreluFwdOp": [(3, 5, 7), (5,)]}
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Case:
     ref_api: str
     in_place: bool
     has_out: bool
+    along: tuple = ()  # names of the inputs of shape along(<input>, <dim>) (prelu's weight)
 
     def ref(self, *args, **params):
         if self.cls in REFS:
@@ -91,7 +94,8 @@ def _cases():
         dts = tuple(d if d else dts[names.index(i.dtype.ref)] for d, i in zip(dts, op.inputs))
         params = {p.name: PARAMS.get(op.cls, {}).get(p.name, p.default) for p in op.params}
         out[op.cls] = Case(op.cls, op.base_name, tuple(zip(names, dts)), params, op.ref_api,
-                           any(i.mutated == "optional" for i in op.inputs), any(o.buffer for o in op.outputs))
+                           any(i.mutated == "optional" for i in op.inputs), any(o.buffer for o in op.outputs),
+                           tuple(i.name for i in op.inputs if type(i.shape).__name__ == "Along"))
     return out
 
 

@@ -98,12 +98,34 @@ template <class T> __device__ __forceinline__ T maximum(T a, T b) { return a > b
 template <class T> __device__ __forceinline__ T minimum(T a, T b) { return a < b ? a : b; }
 __device__ __forceinline__ float maximum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fmaxf(a, b)); }
 __device__ __forceinline__ float minimum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fminf(a, b)); }
-// torch.clamp: NaN x stays NaN; lo > hi gives hi.
+// torch.clamp / clamp_min / clamp_max with Scalar bounds: a NaN bound gives NaN everywhere (torch
+// fills the result with it), a NaN input stays NaN, lo > hi gives hi; floats through fmaxf/fminf as
+// torch's CUDA kernel, which order the zeros (clamp(-0.0, 0.0, 1.0) is 0.0).
 template <class T> __device__ __forceinline__ T clamp(T x, T lo, T hi) {
-  if (isnan(x)) return x;
   const T y = x < lo ? lo : x;
   return y > hi ? hi : y;
 }
+__device__ __forceinline__ float clamp(float x, float lo, float hi) {
+  if (lo != lo) return lo;
+  if (hi != hi) return hi;
+  return x != x ? x : ::fminf(::fmaxf(x, lo), hi);
+}
+template <class T> __device__ __forceinline__ T clamp_min(T x, T lo) { return x < lo ? lo : x; }
+template <class T> __device__ __forceinline__ T clamp_max(T x, T hi) { return x > hi ? hi : x; }
+__device__ __forceinline__ float clamp_min(float x, float lo) { return lo != lo ? lo : (x != x ? x : ::fmaxf(x, lo)); }
+__device__ __forceinline__ float clamp_max(float x, float hi) { return hi != hi ? hi : (x != x ? x : ::fminf(x, hi)); }
+// -a in two's complement: the minimum negates to itself instead of overflowing.
+template <class T> __device__ __forceinline__ T wrap_neg(T a) {
+  return static_cast<T>(0ull - static_cast<unsigned long long>(a));
+}
+// a / b; for integers truncated toward zero, where division by zero gives 0 (torch's CPU kernel
+// raises, its CUDA one leaves the value unspecified) and min / -1 wraps to min (it would trap).
+template <class T> __device__ __forceinline__ T quotient(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return wrap_neg(a);
+  return static_cast<T>(a / b);
+}
+__device__ __forceinline__ float quotient(float a, float b) { return a / b; }
 // Python's modulo: the result takes the divisor's sign (torch.remainder).
 __device__ __forceinline__ float remainder(float a, float b) {
   float r = ::fmodf(a, b);
@@ -127,7 +149,10 @@ __device__ __forceinline__ float floor_divide(float a, float b) {
   if (div - fl > 0.5f) fl += 1.f;
   return fl;
 }
+// Integers: division by zero gives 0 and min / -1 wraps, as in quotient().
 template <class T> __device__ __forceinline__ T floor_divide(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (T(-1) < T(0) && b == T(-1)) return wrap_neg(a);
   const T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
 }
@@ -159,6 +184,7 @@ __device__ __forceinline__ bool bitwise_not(bool x) { return !x; }
 __device__ __forceinline__ float nan_to_num(float x, float nan, float posinf, float neginf) {
   return x != x ? nan : (isinf(x) ? (x > 0.f ? posinf : neginf) : x);
 }
+template <class T> __device__ __forceinline__ T nan_to_num(T x, T, T, T) { return x; }  // integers: unchanged
 
 // ---- the two loops ----
 

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,8 +19,51 @@ namespace tileops::reference {
 namespace {
 
 using In = c10::ArrayRef<at::Tensor>;
-using Ps = c10::ArrayRef<at::Scalar>;
+
+at::Scalar scalar_of(const ParamValue& v) {
+  switch (v.kind()) {
+    case ParamValue::Kind::Int: return at::Scalar(v.as_int());
+    case ParamValue::Kind::Bool: return at::Scalar(v.as_bool());
+    default: return at::Scalar(v.as_real());
+  }
+}
+
+// A call's params as the ATen calls take them: p[j] a Scalar, p.opt(j) a Scalar or None, p.str(j).
+class Ps {
+ public:
+  explicit Ps(c10::ArrayRef<ParamValue> v) : v_(v) {}
+  at::Scalar operator[](size_t j) const { return scalar_of(v_[j]); }
+  std::optional<at::Scalar> opt(size_t j) const {
+    return v_[j].is_none() ? std::nullopt : std::optional<at::Scalar>(scalar_of(v_[j]));
+  }
+  std::optional<double> real(size_t j) const {
+    return v_[j].is_none() ? std::nullopt : std::optional<double>(scalar_of(v_[j]).toDouble());
+  }
+  std::optional<c10::string_view> str(size_t j) const {
+    if (v_[j].is_none()) return std::nullopt;
+    const std::string_view s = v_[j].as_str();
+    return c10::string_view(s.data(), s.size());
+  }
+
+ private:
+  c10::ArrayRef<ParamValue> v_;
+};
 using RefFn = at::Tensor (*)(In, Ps);
+
+// torch.div; with a rounding mode on integers, min / -1 is min (two's complement), where torch's CPU
+// kernel traps for int32 and int64 and takes the process down.
+at::Tensor div_ref(In x, Ps p) {
+  const auto mode = p.str(0);
+  if (!mode.has_value()) return at::div(x[0], x[1]);
+  const c10::ScalarType t = at::result_type(x[0], x[1]);
+  const bool signed_int = c10::isIntegralType(t, false) && t != at::kByte && x[1].scalar_type() != at::kByte;
+  if (signed_int && at::eq(x[1], -1).any().item<bool>()) {
+    const at::Tensor minus_one = at::eq(x[1], -1);
+    const at::Tensor q = at::div(x[0], at::where(minus_one, at::ones_like(x[1]), x[1]), mode);
+    return at::where(minus_one, at::neg(x[0].to(t)), q);
+  }
+  return at::div(x[0], x[1], mode);
+}
 
 // class -> ref_api. A manifest entry without a line here has no reference kernel (a test lists them).
 const std::unordered_map<std::string_view, RefFn>& refs() {
@@ -29,7 +73,12 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"ExpFwdOp", [](In x, Ps) { return at::exp(x[0]); }},
       {"SqrtFwdOp", [](In x, Ps) { return at::sqrt(x[0]); }},
       {"WhereFwdOp", [](In x, Ps) { return at::where(x[0], x[1], x[2]); }},
-      {"ClampScalarFwdOp", [](In x, Ps p) { return at::clamp(x[0], p[0], p[1]); }},
+      {"ClampScalarFwdOp", [](In x, Ps p) { return at::clamp(x[0], p.opt(0), p.opt(1)); }},
+      {"ClampMinFwdOp", [](In x, Ps p) { return at::clamp_min(x[0], p[0]); }},
+      {"ClampMaxFwdOp", [](In x, Ps p) { return at::clamp_max(x[0], p[0]); }},
+      {"NanToNumFwdOp", [](In x, Ps p) { return at::nan_to_num(x[0], p.real(0), p.real(1), p.real(2)); }},
+      // the engine hands the weight over viewed along dim 1 ([C, 1, ...]); prelu takes it flat
+      {"PreluFwdOp", [](In x, Ps) { return at::prelu(x[0], x[1].reshape({-1})); }},
       {"LogFwdOp", [](In x, Ps) { return at::log(x[0]); }},
       {"RsqrtFwdOp", [](In x, Ps) { return at::rsqrt(x[0]); }},
       {"AbsFwdOp", [](In x, Ps) { return at::abs(x[0]); }},
@@ -62,7 +111,7 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"SoftplusFwdOp", [](In x, Ps p) { return at::softplus(x[0], p[0], p[1]); }},
       {"SubFwdOp", [](In x, Ps p) { return at::sub(x[0], x[1], p[0]); }},
       {"MulFwdOp", [](In x, Ps) { return at::mul(x[0], x[1]); }},
-      {"DivFwdOp", [](In x, Ps) { return at::div(x[0], x[1]); }},
+      {"DivFwdOp", div_ref},
       {"RemainderFwdOp", [](In x, Ps) { return at::remainder(x[0], x[1]); }},
       {"PowFwdOp", [](In x, Ps) { return at::pow(x[0], x[1]); }},
       {"FloorDivideFwdOp", [](In x, Ps) { return at::floor_divide(x[0], x[1]); }},
@@ -87,21 +136,11 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
   return m;
 }
 
-at::Scalar scalar_of(const ParamValue& v) {
-  switch (v.kind()) {
-    case ParamValue::Kind::Int: return at::Scalar(v.as_int());
-    case ParamValue::Kind::Bool: return at::Scalar(v.as_bool());
-    default: return at::Scalar(v.as_real());
-  }
-}
-
 class EwReference final : public Kernel {
  public:
   explicit EwReference(RefFn f) : f_(f) {}
   void launch(const OpCall& call) const override {
-    std::array<at::Scalar, elementwise::kMaxParams> ps;
-    for (size_t j = 0; j < call.params.size(); ++j) ps[j] = scalar_of(call.params[j]);
-    const at::Tensor r = f_(call.inputs, Ps(ps.data(), call.params.size()));
+    const at::Tensor r = f_(call.inputs, Ps(call.params));
     call.outputs[0].copy_(r);
   }
 

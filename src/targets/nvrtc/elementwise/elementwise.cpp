@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <utility>
 
@@ -82,7 +83,8 @@ int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
 bool EwSpec::operator==(const EwSpec& o) const {
   return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
-         one == o.one && aligned == o.aligned && staged == o.staged && index64 == o.index64 && arch == o.arch;
+         one == o.one && aligned == o.aligned && staged == o.staged && index64 == o.index64 && variant == o.variant &&
+         arch == o.arch;
 }
 
 size_t EwSpec::hash() const {
@@ -92,7 +94,7 @@ size_t EwSpec::hash() const {
             static_cast<int64_t>(staged[k]) << (16 + k);
   return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
                      static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
-                     vec, ones, index64}) ^
+                     vec, ones, index64, variant}) ^
          std::hash<std::string>()(arch);
 }
 
@@ -105,19 +107,23 @@ std::string EwSpec::name() const {
   n += std::string(short_type_name(out)) + "__c" + short_type_name(compute);
   n += rank == 0 ? "__v" + std::to_string(vec)
                  : "__r" + std::to_string(rank) + (vec > 1 ? "v" + std::to_string(vec) : std::string());
+  if (e.select >= 0) n += "__m" + std::string(e.case_values[variant] ? e.case_values[variant] : "none");
   return n + (index64 ? "__i64" : "") + "__" + arch;
 }
 
 std::string EwSpec::describe() const {
-  return "elementwise(" + std::string(kOps[op].expr) + ", " + name() + ")";
+  return "elementwise(" + std::string(kOps[op].case_exprs[variant]) + ", " + name() + ")";
 }
+
+int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
 
 std::string ew_source_text(const EwSpec& s) {
   const EwOp& e = kOps[s.op];
   const std::string C = compute_type_name(s.compute), TO = kernel_type_name(s.out);
   auto T = [&](int k) { return std::string(kernel_type_name(s.in[k])); };
   std::string src = "#include \"elementwise/elementwise.cuh\"\nnamespace tileops {\nnamespace ew {\n";
-  src += "// " + std::string(e.cls) + ": " + e.expr + "\nstruct Op {\n";
+  const std::string expr = e.case_exprs[s.variant];
+  src += "// " + std::string(e.cls) + ": " + expr + "\nstruct Op {\n";
   src += "  using C = " + C + ";\n";
   src += "  static constexpr int kIn = " + std::to_string(e.n_in) + ";\n";
   std::string ones = "false";
@@ -139,7 +145,7 @@ std::string ew_source_text(const EwSpec& s) {
   src += "  __device__ __forceinline__ void rebase(int k, const unsigned char* tile) {\n" + rebase + "  }\n";
   for (int k = 0; k < e.n_in; ++k) src += "  const " + T(k) + "* p" + std::to_string(k) + ";\n";
   src += "  " + TO + "* out;\n";
-  for (int j = 0; j < e.n_params; ++j) src += "  C s" + std::to_string(j) + ";\n";
+  for (int j = 0; j < ew_value_params(e); ++j) src += "  C s" + std::to_string(j) + ";\n";
   // value(): the manifest's expression over the converted operands.
   std::string args, call_vec, call_elem;
   for (int k = 0; k < e.n_in; ++k) {
@@ -156,9 +162,12 @@ std::string ew_source_text(const EwSpec& s) {
                                            : std::string("C");
     src += "    [[maybe_unused]] const " + type + " " + e.in_names[k] + " = cast<" + type + ">(v" + ks + ");\n";
   }
-  for (int j = 0; j < e.n_params; ++j)
-    src += "    [[maybe_unused]] const C " + std::string(e.param_names[j]) + " = s" + std::to_string(j) + ";\n";
-  src += "    return cast<" + TO + ">(" + std::string(e.expr) + ");\n  }\n";
+  for (int j = 0, slot = 0; j < e.n_params; ++j)
+    if (j != e.select)
+      src += "    [[maybe_unused]] const C " + std::string(e.param_names[j]) + " = s" + std::to_string(slot++) + ";\n";
+  // rounded(): an intermediate rounded as torch's kernels for 16-bit floats round it (div trunc)
+  src += "    [[maybe_unused]] auto rounded = [](C v) { return cast<C>(cast<" + TO + ">(v)); };\n";
+  src += "    return cast<" + TO + ">(" + expr + ");\n  }\n";
   // The contiguous path: V elements a step per operand (one element for a broadcast single element).
   src += "  template <int V> struct Regs {\n";
   for (int k = 0; k < e.n_in; ++k)
@@ -210,18 +219,75 @@ std::vector<jit::KernelSource> EwSpec::sources() const {
 
 namespace {
 
-// A param value converted to the compute type's bytes (8 bytes hold every compute type).
-void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, const char* op_name, unsigned char* dst) {
+template <class T>
+int64_t lowest_of() { return static_cast<int64_t>(std::numeric_limits<T>::lowest()); }
+template <class T>
+int64_t highest_of() { return static_cast<int64_t>(std::numeric_limits<T>::max()); }
+
+// The range of an integer (or bool) type.
+std::pair<int64_t, int64_t> int_range(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return {0, 1};
+    case c10::ScalarType::Byte: return {lowest_of<uint8_t>(), highest_of<uint8_t>()};
+    case c10::ScalarType::Char: return {lowest_of<int8_t>(), highest_of<int8_t>()};
+    case c10::ScalarType::Short: return {lowest_of<int16_t>(), highest_of<int16_t>()};
+    case c10::ScalarType::Int: return {lowest_of<int32_t>(), highest_of<int32_t>()};
+    default: return {lowest_of<int64_t>(), highest_of<int64_t>()};
+  }
+}
+
+// The largest finite value of a floating type (torch.finfo(t).max).
+double finite_max(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Half: return 65504.0;
+    case c10::ScalarType::BFloat16: return 3.3895313892515355e38;
+    case c10::ScalarType::Float: return static_cast<double>(std::numeric_limits<float>::max());
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+// A param value converted to the compute type's bytes (8 bytes hold every compute type). `out`: the
+// output's dtype, whose limits a None param may stand for.
+void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, c10::ScalarType out, const char* op_name,
+                unsigned char* dst) {
   double d = 0;
   int64_t i = 0;
   bool is_real = false;
+  const bool int_compute = !c10::isFloatingType(c);
   switch (v.kind()) {
     case ParamValue::Kind::Int: i = v.as_int(); d = static_cast<double>(i); break;
     case ParamValue::Kind::Bool: i = v.as_bool(); d = static_cast<double>(i); break;
     case ParamValue::Kind::Real: d = v.as_real(); is_real = true; break;
+    case ParamValue::Kind::None: {
+      using elementwise::IfNone;
+      const IfNone how = e.param_none[j];
+      TORCH_CHECK(how != IfNone::kRequired, op_name, ": param '", e.param_names[j], "' has no value");
+      if (how == IfNone::kZero) break;
+      const bool low = how == IfNone::kNegInf || how == IfNone::kMin;
+      if (int_compute) {  // a bound that never binds, or the limit of the (integer) result
+        const auto r = int_range(how == IfNone::kMin || how == IfNone::kMax ? out : c);
+        i = low ? r.first : r.second;
+        d = static_cast<double>(i);
+      } else {
+        const double m = how == IfNone::kMin || how == IfNone::kMax
+                             ? (c10::isFloatingType(out) ? finite_max(out) : static_cast<double>(int_range(out).second))
+                             : std::numeric_limits<double>::infinity();
+        d = low ? (how == IfNone::kMin && !c10::isFloatingType(out) ? static_cast<double>(int_range(out).first) : -m)
+                : m;
+        is_real = true;
+      }
+      break;
+    }
     default: TORCH_CHECK(false, op_name, ": param '", e.param_names[j], "' has no value");
   }
-  TORCH_CHECK_TYPE(!is_real || c10::isFloatingType(c) || c == c10::ScalarType::Bool, op_name, ": '", e.param_names[j],
+  if (is_real && int_compute && c != c10::ScalarType::Bool && e.param_float[j]) {
+    // a float param that an integer compute type reads (nan_to_num's for integer inputs): saturated
+    const auto r = int_range(c);
+    i = d != d ? 0 : d <= static_cast<double>(r.first) ? r.first : d >= static_cast<double>(r.second) ? r.second
+                                                                                                     : static_cast<int64_t>(d);
+    is_real = false;
+  }
+  TORCH_CHECK_TYPE(!is_real || !int_compute || c == c10::ScalarType::Bool, op_name, ": '", e.param_names[j],
                    "' is a float (", d, ") but the op computes in ", c10::toString(c),
                    " for these integer inputs; pass an integer (as torch refuses a float alpha for integer tensors)");
   switch (c) {
@@ -272,8 +338,9 @@ class EwKernel final : public Kernel {
     void* yp = y.mutable_data_ptr();
     std::memcpy(op_bytes + 8 * e.n_in, &yp, 8);
     const size_t csize = c10::elementSize(s_.compute);
-    for (int j = 0; j < e.n_params; ++j)
-      put_scalar(e, j, call.params[j], s_.compute, call.op_name, op_bytes + 8 * (e.n_in + 1) + j * csize);
+    for (int j = 0, slot = 0; j < e.n_params; ++j)
+      if (j != e.select)
+        put_scalar(e, j, call.params[j], s_.compute, s_.out, call.op_name, op_bytes + 8 * (e.n_in + 1) + slot++ * csize);
     const int64_t n = y.numel();
     if (s_.rank == 0) {
       const int64_t per_cta = static_cast<int64_t>(kEwThreads) * kEwUnroll;
@@ -438,7 +505,17 @@ EwProblem ew_problem(int index, const OpCall& call) {
   }
   // Params are checked (and converted) per call: a float Scalar for an integer compute type is refused here.
   unsigned char scratch[8];
-  for (int j = 0; j < e.n_params; ++j) put_scalar(e, j, call.params[j], q.compute, call.op_name, scratch);
+  for (int j = 0; j < e.n_params; ++j)
+    if (j != e.select) put_scalar(e, j, call.params[j], q.compute, q.out, call.op_name, scratch);
+  // The select param picks the expression: a kernel per case, never a branch in the kernel.
+  if (e.select >= 0) {
+    const ParamValue& v = call.params[e.select];
+    q.variant = -1;
+    for (int c = 0; c < e.n_cases; ++c)
+      if (v.is_none() ? e.case_values[c] == nullptr : e.case_values[c] != nullptr && v.as_str() == e.case_values[c])
+        q.variant = c;
+    TORCH_CHECK(q.variant >= 0, call.op_name, ": param '", e.param_names[e.select], "' has no case in the manifest");
+  }
   return q;
 }
 

@@ -1,7 +1,8 @@
 // The elementwise engine on the nvrtc target: every manifest entry with an `elementwise:` expression
 // (tileops_generated/elementwise.h) is served by one family, whose kernels are the two loops of
 // src/kernels/elementwise/elementwise.cuh instantiated with a generated `Op` struct (the expression,
-// the operand types, the compute type). A kernel's identity is that expression, the dtypes and the
+// the operand types, the compute type). A kernel's identity is that expression (the case a str
+// param chose, for an entry with one expression per value), the dtypes and the
 // path (contiguous with its vector width, or strided with its rank after collapsing dims), never
 // the sizes: sizes and strides are launch arguments.
 #pragma once
@@ -61,6 +62,7 @@ struct EwSpec {
   // through a shared-memory tile.
   std::array<bool, elementwise::kMaxInputs> staged{};
   bool index64 = false;
+  int variant = 0;  // the expression case the op's select param chose (elementwise::EwOp::case_exprs)
   std::string arch;
 
   bool operator==(const EwSpec& o) const;
@@ -75,6 +77,8 @@ using EwProblem = EwSpec;  // the spec without the device
 c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10::ScalarType> in, c10::ScalarType out);
 // The generated translation unit of a spec (the `Op` struct, then the loop it instantiates).
 std::string ew_source_text(const EwSpec& s);
+// The params an entry's `Op` struct holds (all but the select param), in order.
+int ew_value_params(const elementwise::EwOp& op);
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 
