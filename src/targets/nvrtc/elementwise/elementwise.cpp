@@ -4,7 +4,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TypeProperties.h>
-#include <c10/core/Scalar.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -291,23 +290,6 @@ void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, c1
   TORCH_CHECK_TYPE(!is_real || !int_compute || c == c10::ScalarType::Bool, op_name, ": '", e.param_names[j],
                    "' is a float (", d, ") but the op computes in ", c10::toString(c),
                    " for these integer inputs; pass an integer (as torch refuses a float alpha for integer tensors)");
-  if (int_compute && c != c10::ScalarType::Bool && v.kind() == ParamValue::Kind::Int) {
-    // A given integer that the compute type cannot hold is refused with torch's own rule and words
-    // (c10::Scalar's checked conversion: uint8 takes -255..255, wrapping as torch does).
-    try {
-      const c10::Scalar sv(i);
-      switch (c) {
-        case c10::ScalarType::Byte: (void)sv.toByte(); break;
-        case c10::ScalarType::Char: (void)sv.toChar(); break;
-        case c10::ScalarType::Short: (void)sv.toShort(); break;
-        case c10::ScalarType::Int: (void)sv.toInt(); break;
-        default: break;
-      }
-    } catch (const std::exception& err) {  // c10 reports it as a std::runtime_error
-      TORCH_CHECK(false, op_name, ": '", e.param_names[j], "' = ", i, ": ", err.what(), " (the op computes in ",
-                  c10::toString(c), " for these inputs)");
-    }
-  }
   switch (c) {
     case c10::ScalarType::Float: { const float f = static_cast<float>(d); std::memcpy(dst, &f, 4); break; }
     case c10::ScalarType::Double: std::memcpy(dst, &d, 8); break;
