@@ -852,7 +852,10 @@ def _rule_expr(op: Op, rule) -> str:
             expr = f"({_select_cond(op, rule.ref, v)} ? {_rule_expr(op, r)} : {expr})"
         return expr
     if rule.kind == "dtype_or":
-        return f"{rule.ref}.value_or({tensor_ref(op, rule.fallback)}.scalar_type())"
+        fallback = f"{tensor_ref(op, rule.fallback)}.scalar_type()"
+        if rule.widen_int:
+            fallback = f"tileops::check::promote_int_to_long({fallback})"
+        return f"{rule.ref}.value_or({fallback})"
     if rule.kind == "same_as" and op.input(rule.ref) is None:  # a ScalarType param
         p = op.param(rule.ref)
         return f"{p.name}.value()" if p.nullable else p.name

@@ -59,6 +59,7 @@ class DTypeRule:
     names: tuple = ()  # for 'union'; for 'promote'/'promote_float' with `in <union>`: the dtypes allowed
     ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param of 'dtype_or'
     fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None
+    widen_int: bool = False  # 'dtype_or' with promote_int_to_long(<input>): integer and bool inputs give int64
     text: str = ""
     refs: tuple = ()  # for 'promote' / 'promote_float': the inputs whose dtypes are promoted
     cases: tuple = ()  # for 'select': (value or None, DTypeRule) per value of the str param `ref`
@@ -303,12 +304,14 @@ def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str, 
             ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{m.group(2)}'; "
                            f"known inputs before it: {', '.join(known_inputs) or '(none)'}")
         return DTypeRule(m.group(1), ref=m.group(2), text=t)
-    m = re.fullmatch(r"dtype_or\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)", t)
+    m = re.fullmatch(r"dtype_or\(\s*([A-Za-z_]\w*)\s*,\s*(?:([A-Za-z_]\w*)|promote_int_to_long\(\s*([A-Za-z_]\w*)\s*\))\s*\)",
+                     t)
     if m:
-        if m.group(1) not in known_inputs or m.group(2) not in known_inputs:
+        fallback = m.group(2) or m.group(3)
+        if m.group(1) not in known_inputs or fallback not in known_inputs:
             ctx.fail(line, f"{what}: dtype '{t}' takes a ScalarType? param and an input; "
                            f"known: {', '.join(known_inputs) or '(none)'}")
-        return DTypeRule("dtype_or", ref=m.group(1), fallback=m.group(2), text=t)
+        return DTypeRule("dtype_or", ref=m.group(1), fallback=fallback, text=t, widen_int=m.group(3) is not None)
     names = tuple(n.strip() for n in t.split("|"))
     for n in names:
         if n not in DTYPES:

@@ -126,6 +126,10 @@ c10::ScalarType promote_int_to_float(c10::ScalarType t) {
   return c10::isFloatingType(t) ? t : c10::ScalarType::Float;
 }
 
+c10::ScalarType promote_int_to_long(c10::ScalarType t) {
+  return c10::isIntegralType(t, /*includeBool=*/true) ? c10::ScalarType::Long : t;
+}
+
 c10::ScalarType promote(std::initializer_list<const at::Tensor*> tensors) {
   at::native::ResultTypeState state;
   for (const at::Tensor* t : tensors) state = at::native::update_result_type_state(*t, state);

@@ -36,6 +36,8 @@ constexpr int64_t kMaxTensorBytes = int64_t{1} << 35;  // 32 GiB
 
 c10::SymInt sym_prod(c10::SymIntArrayRef dims);
 c10::ScalarType promote_int_to_float(c10::ScalarType t);
+// torch.sum/cumsum's result dtype without dtype=: integer and bool inputs accumulate into int64.
+c10::ScalarType promote_int_to_long(c10::ScalarType t);
 // torch.result_type of the tensors (0-dim tensors count only where they raise the category).
 c10::ScalarType promote(std::initializer_list<const at::Tensor*> tensors);
 // torch.broadcast_shapes of the named inputs' shapes, or an error naming the two that do not broadcast.

@@ -291,6 +291,16 @@ def test_reduced_shape_and_dtype_or_emit_a_checked_mask():
     assert "s.reduce_x_dim_listed, false)" in emit_cpp.emit_shape(op, None, op.outputs[0], "o")[0][0]
 
 
+def test_dtype_or_promote_int_to_long_widens_integer_inputs():
+    text = REDUCE.replace('"dtype_or(dtype, x)"', '"dtype_or(dtype, promote_int_to_long(x))"')
+    (op,) = build_ops([parse_text(text, "manifests/t.yaml")])
+    rule = op.outputs[0].dtype
+    assert (rule.kind, rule.ref, rule.fallback, rule.widen_int) == ("dtype_or", "dtype", "x", True)
+    assert emit_cpp._dtype_expr(op, op.outputs[0]) == \
+        "dtype.value_or(tileops::check::promote_int_to_long(x.scalar_type()))"
+    assert "promote_int_to_long(z)" in error_of(text.replace("promote_int_to_long(x)", "promote_int_to_long(z)"))
+
+
 @pytest.mark.parametrize("edit,message", [
     (('"reduce(x, dim, keepdim)"', '"reduce(z, dim, keepdim)"'), "output 'y': reduce(z, dim, keepdim) names no input 'z'"),
     (('"reduce(x, dim, keepdim)"', '"reduce(x, keepdim, keepdim)"'),
@@ -301,6 +311,7 @@ def test_reduced_shape_and_dtype_or_emit_a_checked_mask():
     (('"dtype_or(dtype, x)"', '"dtype_or(dtype, dtype)"'),
      "dtype_or(<param>, <input>) takes a ScalarType? param and a tensor input, got 'dtype_or(dtype, dtype)'"),
     (('"dtype_or(dtype, x)"', '"dtype_or(dtype, w)"'), "dtype 'dtype_or(dtype, w)' takes a ScalarType? param and an input"),
+    (('"dtype_or(dtype, x)"', '"dtype_or(dtype, promote_int_to_float(x))"'), "unknown dtype 'dtype_or(dtype"),
 ])
 def test_bad_reduce_shapes_and_dtype_or_are_refused_clearly(edit, message):
     old, new = edit
