@@ -43,4 +43,7 @@ CONTRACT = {
     "L2NormFwdOp": _reduce("L2NormFwdOp", dim=[1]),
     "InfNormFwdOp": _reduce("InfNormFwdOp"),
     "LogSumExpFwdOp": _reduce("LogSumExpFwdOp", dim=[-1]),
+    "CumsumFwdOp": _reduce("CumsumFwdOp", dim=-1),
+    "CumprodFwdOp": _reduce("CumprodFwdOp", dim=0, dtype=torch.float32),
+    "LogCumSumExpFwdOp": _reduce("LogCumSumExpFwdOp", dim=1),
 }

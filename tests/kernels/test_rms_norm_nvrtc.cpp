@@ -340,7 +340,9 @@ TEST(NvrtcTarget, NamingHelpers) {
   EXPECT_STREQ(short_type_name(c10::kHalf), "f16");
   EXPECT_EQ(next_pow2(1), 1);
   EXPECT_EQ(next_pow2(129), 256);
-  EXPECT_THROW(kernel_type_name(c10::kDouble), c10::Error);
+  EXPECT_STREQ(kernel_type_name(c10::kDouble), "double");  // float64 scans
+  EXPECT_STREQ(short_type_name(c10::kDouble), "f64");
+  EXPECT_THROW(kernel_type_name(c10::kComplexFloat), c10::Error);
 }
 
 }  // namespace

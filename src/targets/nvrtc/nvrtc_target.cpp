@@ -101,6 +101,7 @@ const char* kernel_type_name(c10::ScalarType t) {
     case c10::ScalarType::Half: return "tileops::f16";
     case c10::ScalarType::BFloat16: return "tileops::bf16";
     case c10::ScalarType::Float: return "float";
+    case c10::ScalarType::Double: return "double";
     // Integer and bool inputs (e.g. SigmoidFwdOp): plain C++ types, converted by to_float overloads.
     case c10::ScalarType::Byte: return "unsigned char";
     case c10::ScalarType::Char: return "signed char";
@@ -122,6 +123,7 @@ const char* short_type_name(c10::ScalarType t) {
     case c10::ScalarType::Int: return "i32";
     case c10::ScalarType::Long: return "i64";
     case c10::ScalarType::Bool: return "b8";
+    case c10::ScalarType::Double: return "f64";
     default: return "f32";
   }
 }

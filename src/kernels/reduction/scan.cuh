@@ -1,0 +1,349 @@
+// The scan engine (cumsum, cumprod, logcumsumexp): x (contiguous) seen as [M, N, I] (outer, scanned, inner),
+// y[m, n, i] = x[m, 0, i] op ... op x[m, n, i]. As torch: each element is first cast to y's type Y,
+// then accumulated in A (float for float16/bfloat16/float32 Y, double for float64, long long for
+// integer Y, whose wrap-around then matches a scan in Y) and every prefix is rounded once to Y.
+//
+// Kernels (the host side, src/targets/nvrtc/reduction/scan.cpp, picks one and its template arguments;
+// rows require N % VEC == 0, VEC-aligned x and y pointers; columns I % VEC == 0):
+//  - scan_rows (I == 1): TPR threads a row, ROWS rows a CTA. The row is walked in chunks of TPR * VEC
+//    elements: each thread scans its VEC elements, the group scans the thread totals (shuffles, then
+//    shared memory across warps) and a carry crosses chunks. SPLIT: the `splits` CTAs of a row each
+//    scan a slice, starting from the combined totals of the slices before it (scan_row_totals).
+//  - scan_cols (I > 1): a thread owns VEC adjacent columns and walks n sequentially (a warp reads
+//    32 * VEC adjacent elements of a row of x: coalesced). SPLIT: n is cut into `splits` slices,
+//    each starting from the totals of the slices before it (scan_col_totals).
+#pragma once
+#include "common/dtypes.cuh"
+
+namespace tileops {
+
+enum : int { kScanSum = 0, kScanProd = 1, kScanLogSumExp = 2 };
+
+namespace scan_detail {
+
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+
+template <typename T> struct is_half { static constexpr bool value = false; };
+template <> struct is_half<f16> { static constexpr bool value = true; };
+template <> struct is_half<bf16> { static constexpr bool value = true; };
+
+template <typename T> struct is_int { static constexpr bool value = true; };
+template <> struct is_int<f16> { static constexpr bool value = false; };
+template <> struct is_int<bf16> { static constexpr bool value = false; };
+template <> struct is_int<float> { static constexpr bool value = false; };
+template <> struct is_int<double> { static constexpr bool value = false; };
+
+// The accumulator of an output type.
+template <typename Y> struct Acc { using type = long long; };
+template <> struct Acc<f16> { using type = float; };
+template <> struct Acc<bf16> { using type = float; };
+template <> struct Acc<float> { using type = float; };
+template <> struct Acc<double> { using type = double; };
+
+template <typename T> __device__ __forceinline__ float as_float(T v) {
+  if constexpr (is_half<T>::value) return to_float(v);
+  else return static_cast<float>(v);
+}
+template <typename T> __device__ __forceinline__ double as_double(T v) {
+  if constexpr (is_half<T>::value) return static_cast<double>(to_float(v));
+  else return static_cast<double>(v);
+}
+// Floating to integer truncates toward zero (through int64, as torch's casts on the CPU).
+template <typename T> __device__ __forceinline__ long long as_long(T v) {
+  if constexpr (is_half<T>::value) return static_cast<long long>(to_float(v));
+  else return static_cast<long long>(v);
+}
+
+// torch's x.to(Y): float16/bfloat16 targets round from float32 (c10 converts through float).
+template <typename Y, typename T> __device__ __forceinline__ Y cast(T v) {
+  if constexpr (same_type<Y, T>::value) return v;
+  else if constexpr (is_half<Y>::value) return from_float<Y>(as_float(v));
+  else if constexpr (same_type<Y, float>::value) return as_float(v);
+  else if constexpr (same_type<Y, double>::value) return as_double(v);
+  else return static_cast<Y>(as_long(v));
+}
+
+template <typename A, typename Y> __device__ __forceinline__ A widen(Y v) {
+  if constexpr (same_type<A, float>::value) return as_float(v);
+  else if constexpr (same_type<A, double>::value) return as_double(v);
+  else return as_long(v);
+}
+
+// One element of x as the scan adds it: cast to Y, then widened to A.
+template <typename T, typename Y, typename A> __device__ __forceinline__ A element(T v) {
+  return widen<A>(cast<Y>(v));
+}
+
+template <typename Y, typename A> __device__ __forceinline__ Y narrow(A a) {
+  if constexpr (is_half<Y>::value) return from_float<Y>(a);
+  else return static_cast<Y>(a);  // integer Y: the low bits, as a scan in Y would wrap
+}
+
+template <typename A> __device__ __forceinline__ A neg_inf() {
+  if constexpr (same_type<A, double>::value) return __longlong_as_double(static_cast<long long>(0xfff0000000000000ull));
+  else return __int_as_float(0xff800000);
+}
+
+template <int OP, typename A> __device__ __forceinline__ A identity() {
+  if constexpr (OP == kScanLogSumExp) return neg_inf<A>();
+  else return static_cast<A>(OP == kScanProd ? 1 : 0);
+}
+
+// log(exp(a) + exp(b)) as torch's logcumsumexp step: NaN propagates, the same infinity twice stays.
+template <typename A> __device__ __forceinline__ A log_add_exp(A a, A b) {
+  if (a != a || b != b) return a + b;
+  const A mx = a > b ? a : b, mn = a > b ? b : a;
+  if (mn == mx && mn - mn != mn - mn) return a;  // both +inf or both -inf: exp(mn - mx) would be NaN
+  if constexpr (same_type<A, double>::value) return mx + log1p(exp(mn - mx));
+  else return mx + log1pf(expf(mn - mx));
+}
+
+template <int OP, typename A> __device__ __forceinline__ A combine(A a, A b) {
+  if constexpr (OP == kScanProd) return a * b;
+  else if constexpr (OP == kScanLogSumExp) return log_add_exp(a, b);
+  else return a + b;
+}
+
+// VEC elements of Y stored in accesses of at most 16 bytes (y needs alignment min(16, VEC * sizeof(Y))).
+template <typename Y, int VEC> __device__ __forceinline__ void store_vec(Y* p, const Y (&v)[VEC]) {
+  constexpr int W = (VEC * sizeof(Y) > 16) ? 16 / sizeof(Y) : VEC;
+#pragma unroll
+  for (int j = 0; j < VEC / W; ++j) {
+    Vec<Y, W> w;
+#pragma unroll
+    for (int e = 0; e < W; ++e) w.v[e] = v[j * W + e];
+    *reinterpret_cast<Vec<Y, W>*>(p + j * W) = w;
+  }
+}
+
+// Inclusive scan of v across the TPR (<= 32) lanes of a segment of a warp.
+template <int OP, int TPR, typename A> __device__ __forceinline__ A segment_scan(A v, int t) {
+#pragma unroll
+  for (int offset = 1; offset < TPR; offset *= 2) {
+    const A u = __shfl_up_sync(0xffffffffu, v, offset, TPR);
+    if (t >= offset) v = combine<OP>(u, v);
+  }
+  return v;
+}
+
+// The exclusive prefix of each thread's total within its TPR-thread group, and the group's total.
+// TPR > 32 (ROWS == 1): warps meet in `warp_sums` (TPR / 32 entries); the caller syncs before reuse.
+template <int OP, int TPR, typename A>
+__device__ __forceinline__ A group_exclusive(A total, int t, A* warp_sums, A& group_total) {
+  constexpr int kSeg = TPR < 32 ? TPR : 32;
+  const int lane = t % kSeg;
+  const A incl = segment_scan<OP, kSeg>(total, lane);
+  A excl = __shfl_up_sync(0xffffffffu, incl, 1, kSeg);
+  if (lane == 0) excl = identity<OP, A>();
+  if constexpr (TPR <= 32) {
+    group_total = __shfl_sync(0xffffffffu, incl, kSeg - 1, kSeg);
+    return excl;
+  } else {
+    constexpr int kWarps = TPR / 32;
+    const int warp = t / 32;
+    if (lane == 31) warp_sums[warp] = incl;
+    __syncthreads();
+    // Every warp scans the kWarps warp totals itself: no second barrier.
+    A w = lane < kWarps ? warp_sums[lane] : identity<OP, A>();
+    w = segment_scan<OP, 32>(w, lane);
+    A before = __shfl_sync(0xffffffffu, w, warp > 0 ? warp - 1 : 0);
+    if (warp == 0) before = identity<OP, A>();
+    group_total = __shfl_sync(0xffffffffu, w, kWarps - 1);
+    return combine<OP>(before, excl);
+  }
+}
+
+// The combination of v over the TPR threads of a group (every thread gets it).
+template <int OP, int TPR, typename A> __device__ __forceinline__ A group_total(A v, int t, A* warp_sums) {
+  A total;
+  group_exclusive<OP, TPR>(v, t, warp_sums, total);
+  return total;
+}
+
+}  // namespace scan_detail
+
+// I == 1: row m of x is x[m*N, (m+1)*N). grid: ceil(M / ROWS) CTAs (SPLIT: M * splits, CTA m*splits + s
+// scanning vectors [s*per, (s+1)*per) of row m) of TPR * ROWS threads.
+template <typename T, typename Y, int OP, int VEC, int TPR, int ROWS, bool SPLIT>
+__global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x, Y* __restrict__ y,
+                                                        const void* __restrict__ totals, long long M, long long N,
+                                                        int splits) {
+  using A = typename scan_detail::Acc<Y>::type;
+  __shared__ A warp_sums[TPR > 32 ? TPR / 32 : 1];
+  const int t = threadIdx.x % TPR, r = threadIdx.x / TPR;
+  const long long m = SPLIT ? blockIdx.x / splits : static_cast<long long>(blockIdx.x) * ROWS + r;
+  const int split = SPLIT ? blockIdx.x % splits : 0;
+  const bool valid = m < M;  // rows past M still shuffle with their warp
+  const long long vecs = N / VEC;
+  const long long per = SPLIT ? (vecs + splits - 1) / splits : vecs;
+  const long long begin = split * per;
+  const long long end = begin + per < vecs ? begin + per : vecs;
+  A carry = scan_detail::identity<OP, A>();
+  if constexpr (SPLIT) {  // the totals of the slices before this one
+    const A* tot = reinterpret_cast<const A*>(totals) + m * splits;
+    A c = scan_detail::identity<OP, A>();
+    for (int j = t; j < split; j += TPR) c = scan_detail::combine<OP>(c, tot[j]);
+    carry = scan_detail::group_total<OP, TPR>(c, t, warp_sums);
+    __syncthreads();
+  }
+  const Vec<T, VEC>* row = reinterpret_cast<const Vec<T, VEC>*>(x + (valid ? m : 0) * N);
+  Y* out = y + (valid ? m : 0) * N;
+  // The next chunk's vector is loaded before this chunk is scanned: one load always in flight.
+  long long k = begin + t;
+  Vec<T, VEC> next;
+  if (valid && k < end) next = row[k];
+  for (long long c0 = begin; c0 < end; c0 += TPR, k += TPR) {
+    const Vec<T, VEC> v = next;
+    const bool here = valid && k < end;
+    if (valid && k + TPR < end) next = row[k + TPR];
+    A p[VEC];
+    A run = scan_detail::identity<OP, A>();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (here) run = scan_detail::combine<OP>(run, scan_detail::element<T, Y, A>(v.v[e]));
+      p[e] = run;
+    }
+    A chunk_total;
+    const A before = scan_detail::group_exclusive<OP, TPR>(run, t, warp_sums, chunk_total);
+    const A prefix = scan_detail::combine<OP>(carry, before);
+    if (here) {
+      Y o[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) o[e] = scan_detail::narrow<Y>(scan_detail::combine<OP>(prefix, p[e]));
+      scan_detail::store_vec<Y, VEC>(out + k * VEC, o);
+    }
+    carry = scan_detail::combine<OP>(carry, chunk_total);
+    if constexpr (TPR > 32) __syncthreads();  // warp_sums is rewritten by the next chunk
+  }
+}
+
+// The first pass of a split row scan: totals[m * splits + s] = the combination of slice s of row m.
+template <typename T, typename Y, int OP, int VEC, int TPR>
+__global__ void __launch_bounds__(TPR) scan_row_totals(const T* __restrict__ x, void* __restrict__ totals, long long N,
+                                                        int splits) {
+  using A = typename scan_detail::Acc<Y>::type;
+  __shared__ A warp_sums[TPR > 32 ? TPR / 32 : 1];
+  const int t = threadIdx.x;
+  const long long m = blockIdx.x / splits;
+  const int split = blockIdx.x % splits;
+  const long long vecs = N / VEC;
+  const long long per = (vecs + splits - 1) / splits;
+  const long long begin = split * per;
+  const long long end = begin + per < vecs ? begin + per : vecs;
+  const Vec<T, VEC>* row = reinterpret_cast<const Vec<T, VEC>*>(x + m * N);
+  A acc = scan_detail::identity<OP, A>();
+  long long k = begin + t;
+  for (; k + 3 * TPR < end; k += 4 * TPR) {  // four loads in flight a thread
+    Vec<T, VEC> v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = row[k + u * TPR];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc = scan_detail::combine<OP>(acc, scan_detail::element<T, Y, A>(v[u].v[e]));
+  }
+  for (; k < end; k += TPR) {
+    const Vec<T, VEC> v = row[k];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc = scan_detail::combine<OP>(acc, scan_detail::element<T, Y, A>(v.v[e]));
+  }
+  const A total = scan_detail::group_total<OP, TPR>(acc, t, warp_sums);
+  if (t == 0) reinterpret_cast<A*>(totals)[blockIdx.x] = total;
+}
+
+// I > 1: thread g of the M * I / VEC threads owns columns (m, i .. i + VEC) and walks n in
+// [s*per, (s+1)*per) (SPLIT: slice s = blockIdx.x / xblocks; else the whole of n).
+// grid: xblocks * splits CTAs, xblocks = ceil(M * I / VEC / 256).
+template <typename T, typename Y, int OP, int VEC, bool SPLIT>
+__global__ void __launch_bounds__(256) scan_cols(const T* __restrict__ x, Y* __restrict__ y,
+                                                 const void* __restrict__ totals, long long M, long long N,
+                                                 long long I, int splits) {
+  using A = typename scan_detail::Acc<Y>::type;
+  const long long lanes = I / VEC;
+  const long long xblocks = (M * lanes + 255) / 256;
+  const long long g = static_cast<long long>(blockIdx.x % xblocks) * 256 + threadIdx.x;
+  if (g >= M * lanes) return;
+  const long long m = g / lanes, i = (g % lanes) * VEC;
+  const int split = SPLIT ? static_cast<int>(blockIdx.x / xblocks) : 0;
+  const long long per = SPLIT ? (N + splits - 1) / splits : N;
+  const long long n0 = split * per;
+  const long long n1 = n0 + per < N ? n0 + per : N;
+  A acc[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::identity<OP, A>();
+  if constexpr (SPLIT) {  // totals[s * M * I + m * I + i]: the slices before this one, in order
+    const A* tot = reinterpret_cast<const A*>(totals) + m * I + i;
+    for (int s = 0; s < split; ++s)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::combine<OP>(acc[e], tot[s * M * I + e]);
+  }
+  const T* src = x + m * N * I + i;
+  Y* dst = y + m * N * I + i;
+  long long n = n0;
+  for (; n + 3 < n1; n += 4) {  // four rows of loads in flight before the dependent chain
+    Vec<T, VEC> v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(src + (n + u) * I);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      Y o[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        acc[e] = scan_detail::combine<OP>(acc[e], scan_detail::element<T, Y, A>(v[u].v[e]));
+        o[e] = scan_detail::narrow<Y>(acc[e]);
+      }
+      scan_detail::store_vec<Y, VEC>(dst + (n + u) * I, o);
+    }
+  }
+  for (; n < n1; ++n) {
+    const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(src + n * I);
+    Y o[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      acc[e] = scan_detail::combine<OP>(acc[e], scan_detail::element<T, Y, A>(v.v[e]));
+      o[e] = scan_detail::narrow<Y>(acc[e]);
+    }
+    scan_detail::store_vec<Y, VEC>(dst + n * I, o);
+  }
+}
+
+// The first pass of a split column scan: totals[s * M * I + m * I + i] = the combination of slice s.
+template <typename T, typename Y, int OP, int VEC>
+__global__ void __launch_bounds__(256) scan_col_totals(const T* __restrict__ x, void* __restrict__ totals, long long M,
+                                                        long long N, long long I, int splits) {
+  using A = typename scan_detail::Acc<Y>::type;
+  const long long lanes = I / VEC;
+  const long long xblocks = (M * lanes + 255) / 256;
+  const long long g = static_cast<long long>(blockIdx.x % xblocks) * 256 + threadIdx.x;
+  if (g >= M * lanes) return;
+  const long long m = g / lanes, i = (g % lanes) * VEC;
+  const int split = static_cast<int>(blockIdx.x / xblocks);
+  const long long per = (N + splits - 1) / splits;
+  const long long n0 = split * per;
+  const long long n1 = n0 + per < N ? n0 + per : N;
+  A acc[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::identity<OP, A>();
+  const T* src = x + m * N * I + i;
+  long long n = n0;
+  for (; n + 3 < n1; n += 4) {
+    Vec<T, VEC> v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(src + (n + u) * I);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::combine<OP>(acc[e], scan_detail::element<T, Y, A>(v[u].v[e]));
+  }
+  for (; n < n1; ++n) {
+    const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(src + n * I);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::combine<OP>(acc[e], scan_detail::element<T, Y, A>(v.v[e]));
+  }
+  A* out = reinterpret_cast<A*>(totals) + split * M * I + m * I + i;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) out[e] = acc[e];
+}
+
+}  // namespace tileops
