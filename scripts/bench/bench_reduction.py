@@ -2,7 +2,9 @@
 torch.compile of it and a device copy of the same bytes, in one run; then the dim reductions
 (sum ... logsumexp) on inputs of 64 MB and more over rows, columns and every dim, beside eager,
 torch.compile and a copy moving the input's bytes once (half of x read, half written: the time of
-reading x once), so copy/ours >= 0.91 means within 1.1x of one read of the input.
+reading x once), so copy/ours >= 0.91 means within 1.1x of one read of the input; then the scans
+(cumsum, cumprod, logcumsumexp) on their manifest workloads, beside eager, torch.compile and a copy of x (x read, y
+written: the bytes a scan moves at least).
 A benchmark, not a test.    python3 scripts/bench/bench_reduction.py [--json out.json] [--quick]
 """
 from __future__ import annotations
@@ -105,6 +107,48 @@ def reduce_rows_for(quick: bool) -> list[dict]:
     return rows
 
 
+SCANS = {  # class -> (operator stem, ref_api)
+    "CumsumFwdOp": ("cumsum", torch.cumsum),
+    "CumprodFwdOp": ("cumprod", torch.cumprod),
+    "LogCumSumExpFwdOp": ("log_cum_sum_exp", torch.logcumsumexp),
+}
+
+
+def _scan_input(stem, shape, dtype):
+    x = harness.random_tensor(shape, dtype)
+    # a product of randn overflows within a few hundred elements; values near 1 keep it finite
+    return 1 + x / 64 if stem == "cumprod" else x
+
+
+def scan_rows_for(quick: bool) -> list[dict]:
+    rows = []
+    for op_class, (stem, ref) in SCANS.items():
+        op = getattr(torch.ops.tileops, f"reduction_{stem}_fwd")
+        workloads = harness.manifest_workloads("reduction", op_class)
+        for wl in workloads[:1] if quick else workloads:
+            shape, dim = tuple(wl["x"]), wl["params"]["dim"]
+            for d in wl["dtypes"]:
+                dtype = harness.DTYPES[d]
+                numel = 1
+                for s in shape:
+                    numel *= s
+                bytes_per_call = 2 * numel * dtype.itemsize  # x read, y written
+                n_sets = harness.n_sets_for(bytes_per_call)
+                xs = [_scan_input(stem, shape, dtype) for _ in range(n_sets)]
+                ys = [torch.empty_like(x) for x in xs]
+                compiled = harness.compiled(lambda x: ref(x, dim))
+                rows.append(harness.measure(f"{stem}-{wl['name']}", "x".join(map(str, shape)), dtype, bytes_per_call,
+                                            n_sets, {
+                    "ours": lambda i: (lambda: op(xs[i], dim)),
+                    "eager": lambda i: (lambda: ref(xs[i], dim)),
+                    "compile": lambda i: (lambda: compiled(xs[i])),
+                    "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+                }))
+                rows[-1]["op"] = op_class
+                del xs, ys
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -121,6 +165,9 @@ def main():
         r["op"] = "".join(w.capitalize() for w in r["workload"].rsplit("-", 1)[0].split("_")) + "FwdOp"
     report["kernels"]["dim reductions"] = rows
     harness.print_table("dim reductions (copy: the input's bytes moved once)", rows)
+    rows = scan_rows_for(args.quick)
+    report["kernels"]["scans"] = rows
+    harness.print_table("scans (copy: x read and y written once)", rows)
     harness.write_json(args.json, report)
 
 

@@ -35,11 +35,14 @@ SCANS = CUMS + [LOGCUMSUMEXP]
 
 
 def sample(scan, shape, dtype, device="cpu"):
-    """x of both signs with some zeros; cumprod's floats stay near 1 so long products stay finite."""
+    """x of both signs with some zeros; cumprod's values stay near 1 so long products stay finite."""
     if dtype == torch.bool:
         return torch.rand(shape, device=device) > 0.2
     if not dtype.is_floating_point:
         lo = 0 if dtype == torch.uint8 else -3
+        if scan.stem == "cumprod":  # products of -1, 0, 1 (0, 1, 2 unsigned) stay within every dtype= range
+            lo, hi = (0, 3) if dtype == torch.uint8 else (-1, 2)
+            return torch.randint(lo, hi, shape, device=device, dtype=dtype)
         return torch.randint(lo, 4, shape, device=device, dtype=dtype)
     if scan.stem == "cumprod":
         x = 1 + (torch.rand(shape, device=device, dtype=torch.float64) - 0.5) / 128
