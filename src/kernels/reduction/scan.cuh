@@ -11,7 +11,7 @@
 //    scan a slice, starting from the combined totals of the slices before it (scan_row_totals).
 //  - scan_cols (I > 1): a thread owns VEC adjacent columns and walks n sequentially (a warp reads
 //    32 * VEC adjacent elements of a row of x: coalesced). SPLIT: n is cut into `splits` slices,
-//    each starting from the totals of the slices before it (scan_col_totals).
+//    each starting from the totals of the slices before it (scan_col_totals, then scan_col_carries).
 #pragma once
 #include "common/dtypes.cuh"
 
@@ -272,11 +272,10 @@ __global__ void __launch_bounds__(256) scan_cols(const T* __restrict__ x, Y* __r
   A acc[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::identity<OP, A>();
-  if constexpr (SPLIT) {  // totals[s * M * I + m * I + i]: the slices before this one, in order
-    const A* tot = reinterpret_cast<const A*>(totals) + m * I + i;
-    for (int s = 0; s < split; ++s)
+  if constexpr (SPLIT) {  // totals[s * M * I + m * I + i]: the slices before this one (scan_col_carries)
+    const A* carry = reinterpret_cast<const A*>(totals) + split * M * I + m * I + i;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) acc[e] = scan_detail::combine<OP>(acc[e], tot[s * M * I + e]);
+    for (int e = 0; e < VEC; ++e) acc[e] = carry[e];
   }
   const T* src = x + m * N * I + i;
   Y* dst = y + m * N * I + i;
@@ -344,6 +343,22 @@ __global__ void __launch_bounds__(256) scan_col_totals(const T* __restrict__ x, 
   A* out = reinterpret_cast<A*>(totals) + split * M * I + m * I + i;
 #pragma unroll
   for (int e = 0; e < VEC; ++e) out[e] = acc[e];
+}
+
+// The middle pass of a split column scan: each of the M * I columns turns its slice totals into the
+// combination of the slices before each one, in slice order, in place.
+template <typename Y, int OP>
+__global__ void __launch_bounds__(256) scan_col_carries(void* __restrict__ totals, long long cols, int splits) {
+  using A = typename scan_detail::Acc<Y>::type;
+  const long long c = static_cast<long long>(blockIdx.x) * 256 + threadIdx.x;
+  if (c >= cols) return;
+  A* t = reinterpret_cast<A*>(totals) + c;
+  A run = scan_detail::identity<OP, A>();
+  for (int s = 0; s < splits; ++s) {
+    const A v = t[s * cols];
+    t[s * cols] = run;
+    run = scan_detail::combine<OP>(run, v);
+  }
 }
 
 }  // namespace tileops

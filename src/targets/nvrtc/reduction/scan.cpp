@@ -92,6 +92,14 @@ std::vector<jit::KernelSource> ScanSpec::sources() const {
                                   scan_op_name(op) + "__" + type_part(*this) + "__v" + std::to_string(vec) +
                                   (impl == ScanImpl::kRows ? "_t" + std::to_string(tpr) : "") + "__" + arch,
                               "reduction/scan.cuh", totals, arch));
+    if (impl == ScanImpl::kCols) {
+      out.push_back(make_source(std::string("scan_col_carries__") + scan_op_name(op) + "__" +
+                                    short_type_name(y_dtype) + "__" + arch,
+                                "reduction/scan.cuh",
+                                std::string("tileops::scan_col_carries<") + kernel_type_name(y_dtype) + ", " +
+                                    std::to_string(static_cast<int>(op)) + ">",
+                                arch));
+    }
   }
   return out;
 }
@@ -218,6 +226,9 @@ class ScanKernel final : public Kernel {
       if (s_.split) {
         void* targs[] = {&xp, &wsp, &M, &N, &I, &splits};
         nvrtc::launch(k_[1], static_cast<unsigned>(xblocks * splits), 256, 0, targs);
+        long long cols = M * I;
+        void* cargs[] = {&wsp, &cols, &splits};
+        nvrtc::launch(k_[2], static_cast<unsigned>((cols + 255) / 256), 256, 0, cargs);
       }
       void* args[] = {&xp, &yp, &wsc, &M, &N, &I, &splits};
       nvrtc::launch(k_[0], static_cast<unsigned>(xblocks * splits), 256, 0, args);

@@ -1,8 +1,8 @@
 // The scans on the nvrtc target (CumsumFwdOp, CumprodFwdOp, LogCumSumExpFwdOp): one engine (src/kernels/reduction/scan.cuh).
 // A call's x is seen as [M, N, I] (outer, scanned, inner): rows (I == 1) scan along contiguous memory,
 // columns (I > 1) walk n with threads over the inner index; neither copies x. Few rows or columns for
-// the device split n into slices: a first pass writes each slice's total, the scan pass starts each
-// slice from the totals before it.
+// the device split n into slices: a first pass writes each slice's total (columns: a middle pass turns
+// them into each slice's carry), the scan pass starts each slice from the totals before it.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -69,7 +69,7 @@ struct ScanSpec {
   size_t hash() const;
   int threads() const { return impl == ScanImpl::kRows ? tpr * rows : kScanTable.cta_threads; }
   std::string name() const;
-  // The scan pass, then (split) the totals pass.
+  // The scan pass, then (split) the totals pass and, for columns, the carries pass.
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
