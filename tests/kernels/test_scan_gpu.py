@@ -8,7 +8,9 @@ y's dtype in float64: |got - want| <= eps(y) * |want| (one rounding of y) + the 
 + acc * scale (a prefix beyond y's range must be inf of its sign), where the scan
 accumulates in float32 (acc = 4e-5; float64 y: 1e-12) and scale is the running sum of |x| (cumsum) or
 |want| (cumprod): float32 rounding of a sum in another order than a sequential one. logcumsumexp: acc =
-4e-4 (float64 y: 1e-12) of |want| + 1, the rounding of each step's max + log1p(exp(min - max))."""
+4e-4 (float64 y: 1e-12) of |want| + 1, the rounding of each step's max + log1p(exp(min - max)).
+A float32 chain of 10^5+ roundings drifts past that bound as a random walk (cumprod of 300000 factors
+near 1 does); such a result passes when its worst error is within 1.5x of torch's own on the GPU."""
 import pytest
 import torch
 
@@ -34,11 +36,20 @@ SHAPES = [
 def check(scan, got, x, dim, dtype=None):
     want = scan.ref(x.cpu(), dim, dtype=dtype) if dtype is not None else scan.ref(x.cpu(), dim)
     assert got.shape == want.shape and got.dtype == want.dtype and got.is_cuda
-    got = got.cpu()
     if not want.dtype.is_floating_point:
-        assert torch.equal(got, want)
+        assert torch.equal(got.cpu(), want)
         return
-    xc = x.cpu().to(want.dtype).double()  # torch casts x to y's dtype first
+    worst = error_ratio(scan, got.cpu(), x, dim, want.dtype)
+    if worst > 1.0:  # long float32 chains drift as a random walk: as accurate as torch on the same GPU
+        theirs = scan.ref(x, dim, dtype=dtype) if dtype is not None else scan.ref(x, dim)
+        torch_worst = error_ratio(scan, theirs.cpu(), x, dim, want.dtype)
+        assert worst <= 1.5 * torch_worst, \
+            f"error {worst:.2f}x the bound, torch's on this GPU {torch_worst:.2f}x"
+
+
+def error_ratio(scan, got, x, dim, y_dtype):
+    """The worst |got - exact| over the bound below, after NaN and inf positions are checked equal."""
+    xc = x.cpu().to(y_dtype).double()  # torch casts x to y's dtype first
     exact = scan.ref(xc, dim)
     if scan.stem == "cumsum":
         scale, acc = torch.cumsum(xc.abs(), dim), 4e-5
@@ -46,11 +57,11 @@ def check(scan, got, x, dim, dtype=None):
         scale, acc = exact.abs(), 4e-5
     else:
         scale, acc = exact.abs().nan_to_num(posinf=0.0) + 1, 4e-4
-    if want.dtype == torch.float64:
+    if y_dtype == torch.float64:
         acc = 1e-12
     g = got.double()
     assert torch.equal(g.isnan(), exact.isnan()), "NaN positions differ"
-    info = torch.finfo(want.dtype)
+    info = torch.finfo(y_dtype)
     # beyond y's range (float16 sums of long integer rows) y is inf as torch's rounding of the prefix gives
     over = exact.abs() > info.max * (1 + info.eps)
     inf = exact.isinf() | over
@@ -60,8 +71,7 @@ def check(scan, got, x, dim, dtype=None):
     # a subnormal y is exact to half its spacing only
     bound = info.eps * exact.abs() + acc * scale + info.smallest_normal * info.eps
     err = (g - exact).abs()
-    worst = (err[fin] / bound[fin]).max().item() if fin.any() else 0.0
-    assert worst <= 1.0, f"error {worst:.2f}x the bound"
+    return (err[fin] / bound[fin]).max().item() if fin.any() else 0.0
 
 
 @pytest.mark.parametrize("scan", SCANS, ids=str)

@@ -128,7 +128,8 @@ template <int OP, int TPR, typename A> __device__ __forceinline__ A segment_scan
 }
 
 // The exclusive prefix of each thread's total within its TPR-thread group, and the group's total.
-// TPR > 32 (ROWS == 1): warps meet in `warp_sums` (TPR / 32 entries); the caller syncs before reuse.
+// TPR > 32: the group's warps meet in `warp_sums` (TPR / 32 entries of this group's own; every group
+// of the CTA calls this together, as it holds a barrier); the caller syncs before reuse.
 template <int OP, int TPR, typename A>
 __device__ __forceinline__ A group_exclusive(A total, int t, A* warp_sums, A& group_total) {
   constexpr int kSeg = TPR < 32 ? TPR : 32;
@@ -170,8 +171,10 @@ __global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x,
                                                         const void* __restrict__ totals, long long M, long long N,
                                                         int splits) {
   using A = typename scan_detail::Acc<Y>::type;
-  __shared__ A warp_sums[TPR > 32 ? TPR / 32 : 1];
+  constexpr int kWarps = TPR > 32 ? TPR / 32 : 1;
+  __shared__ A all_warp_sums[ROWS * kWarps];
   const int t = threadIdx.x % TPR, r = threadIdx.x / TPR;
+  A* warp_sums = all_warp_sums + r * kWarps;  // each row's own: rows of 64+ threads share a CTA
   const long long m = SPLIT ? blockIdx.x / splits : static_cast<long long>(blockIdx.x) * ROWS + r;
   const int split = SPLIT ? blockIdx.x % splits : 0;
   const bool valid = m < M;  // rows past M still shuffle with their warp
