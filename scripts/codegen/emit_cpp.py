@@ -855,6 +855,8 @@ def _rule_expr(op: Op, rule) -> str:
         fallback = f"{tensor_ref(op, rule.fallback)}.scalar_type()"
         if rule.widen_int:
             fallback = f"tileops::check::promote_int_to_long({fallback})"
+        if op.input(rule.ref) is not None:  # an optional input: its dtype when given
+            return f"(tileops::check::present({rule.ref}) ? {rule.ref}->scalar_type() : {fallback})"
         return f"{rule.ref}.value_or({fallback})"
     if rule.kind == "same_as" and op.input(rule.ref) is None:  # a ScalarType param
         p = op.param(rule.ref)

@@ -57,8 +57,8 @@ NO_DEFAULT = object()
 class DTypeRule:
     kind: str  # 'union' | 'same_as' | 'promote_int_to_float' | 'dtype_or' | 'promote' | 'promote_float' | 'select'
     names: tuple = ()  # for 'union'; for 'promote'/'promote_float' with `in <union>`: the dtypes allowed
-    ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param of 'dtype_or'
-    fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None
+    ref: str | None = None  # for 'same_as' / 'promote_int_to_float'; the ScalarType? param (or optional input) of 'dtype_or'
+    fallback: str | None = None  # for 'dtype_or': the input whose dtype applies when the param is None (the input absent)
     widen_int: bool = False  # 'dtype_or' with promote_int_to_long(<input>): integer and bool inputs give int64
     text: str = ""
     refs: tuple = ()  # for 'promote' / 'promote_float': the inputs whose dtypes are promoted
@@ -518,9 +518,12 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             _check_reduced(ctx, spec.line_of("shape"), name, shape, input_names, params)
         if dtype.kind == "dtype_or":
             p = next((p for p in params if p.name == dtype.ref), None)
-            if p is None or p.type != "ScalarType" or not p.nullable or dtype.fallback not in input_names:
+            by_param = p is not None and p.type == "ScalarType" and p.nullable
+            # or an optional input: its dtype when given (a float32 weight's gradient is float32)
+            by_input = any(i.name == dtype.ref and i.optional for i in inputs) and not dtype.widen_int
+            if not (by_param or by_input) or dtype.fallback not in input_names or dtype.fallback == dtype.ref:
                 ctx.fail(spec.line_of("dtype"), f"output '{name}': dtype_or(<param>, <input>) takes a ScalarType? "
-                                                f"param and a tensor input, got '{dtype.text}'")
+                                                f"param (or an optional input) and a tensor input, got '{dtype.text}'")
         if isinstance(shape, exprs.AnyShape):
             ctx.fail(spec.line_of("shape"), f"output '{name}': shape 'any' is for inputs; an output's shape is "
                                             "same_as(), broadcast_shapes() or a list of dims")
@@ -859,6 +862,10 @@ def _pairing_dtype_root(op: Op, name: str, fail):
         rule = t.dtype
         if rule.kind == "union":
             return name, frozenset(rule.names)
+        if rule.kind == "dtype_or" and op.input(rule.ref) is not None:
+            # the optional input's dtype when given (a gradient is wanted only then), else the fallback's
+            root, allowed = _pairing_dtype_root(op, rule.ref, fail)
+            return root, allowed | _pairing_dtype_root(op, rule.fallback, fail)[1]
         if rule.kind != "same_as" or (op.input(rule.ref) is None and op.output(rule.ref) is None):
             fail(f"{op.cls} '{name}': autograd pairing supports dtype unions and same_as(<tensor>) only, "
                  f"not '{rule.text}'")
@@ -950,9 +957,35 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
         if broot != bname:  # tied in the backward: the forward must tie the two sources as well
             other = source_of[broot]
             oroot, oallowed = _pairing_dtype_root(fwd, other, fail)
-            if oroot != froot and not (len(fallowed) == 1 and fallowed == oallowed):
+            tied_by_combos = bool(fwd.dtype_combos) and all(
+                dict(c).get(froot) is not None and dict(c).get(froot) == dict(c).get(oroot) for c in fwd.dtype_combos)
+            if oroot != froot and not (len(fallowed) == 1 and fallowed == oallowed) and not tied_by_combos:
                 fail(f"dtype mismatch: {what}: the backward ties '{bname}' to '{broot}' but the forward does not "
                      f"tie '{fname}' to '{other}'")
         if _shape_of(bwd, bname) != _shape_of(fwd, fname):
             fail(f"shape mismatch: {what}: {exprs.render(_shape_of(bwd, bname))} vs {exprs.render(_shape_of(fwd, fname))}")
+    _check_pairing_combos(fwd, bwd, source_of, fail)
     return Pairing(bwd, tuple(sources), tuple(grads))
+
+
+def _check_pairing_combos(fwd: Op, bwd: Op, source_of: dict, fail):
+    """Every dtype combination the forward accepts (its unions within its dtype_combos) reaches the
+    backward as one that the backward's dtype_combos accept."""
+    if not fwd.dtype_combos and not bwd.dtype_combos:
+        return
+    import itertools
+    roots = {}  # forward root tensor -> allowed dtypes
+    for t in [*fwd.inputs, *fwd.outputs]:
+        root, allowed = _pairing_dtype_root(fwd, t.name, fail)
+        roots[root] = allowed
+    names = sorted(roots)
+    for dtypes in itertools.product(*(sorted(roots[n]) for n in names)):
+        at = dict(zip(names, dtypes))
+        dtype_in_fwd = {t.name: at[_pairing_dtype_root(fwd, t.name, fail)[0]] for t in fwd.inputs}
+        if fwd.dtype_combos and not any(all(dtype_in_fwd[k] == d for k, d in c) for c in fwd.dtype_combos):
+            continue  # the forward refuses this combination
+        given = {b.name: at[_pairing_dtype_root(fwd, source_of[b.name], fail)[0]] for b in bwd.inputs}
+        if bwd.dtype_combos and not any(all(given[k] == d for k, d in c) for c in bwd.dtype_combos):
+            shown = ", ".join(f"{k}={v}" for k, v in given.items())
+            fail(f"dtype mismatch: the forward accepts {', '.join(f'{k}={v}' for k, v in dtype_in_fwd.items())}, "
+                 f"which gives backward {bwd.cls} ({shown}), outside its dtype_combos")

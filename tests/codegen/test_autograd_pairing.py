@@ -163,3 +163,66 @@ def test_validator_reports_a_broken_pairing(tmp_path):
     assert out.returncode == 1
     assert ("norm.yaml:9: RMSNormFwdOp: autograd pairing: backward output 'dbias' is not d<input> of a forward "
             "input (x, weight)" in out.stderr), out.stderr
+
+
+# A float32 weight beside a 16-bit x (dtype_combos): the backward takes it and gives its gradient in
+# the weight's dtype (dtype_or(weight, dy)).
+MIXED = textwrap.dedent("""
+    NrmFwdOp:
+      family: fam
+      ref_api: torch.nrm
+      status: implemented
+      autograd: {backward: NrmBwdOp}
+      signature:
+        inputs:
+          x: {dtype: float16 | float32, shape: "[..., *ns]"}
+          weight: {dtype: float16 | float32, shape: "[*ns]", optional: true}
+          bias: {dtype: float16 | float32, shape: "[*ns]", optional: true}
+        outputs:
+          y: {dtype: same_as(x), shape: same_as(x)}
+        params:
+          ns: {type: "int[]"}
+        dtype_combos:
+          - {x: float16, weight: float16, bias: float16}
+          - {x: float16, weight: float32, bias: float32}
+          - {x: float32, weight: float32, bias: float32}
+
+    NrmBwdOp:
+      family: fam
+      ref_api: torch.nrm_backward
+      status: implemented
+      signature:
+        inputs:
+          dy: {dtype: float16 | float32, shape: "[..., *ns]"}
+          x: {dtype: same_as(dy), shape: same_as(dy)}
+          weight: {dtype: float16 | float32, shape: "[*ns]", optional: true}
+        outputs:
+          dx: {dtype: same_as(dy), shape: same_as(dy)}
+          dweight: {dtype: "dtype_or(weight, dy)", shape: "[*ns]", optional: true}
+          dbias: {dtype: "dtype_or(weight, dy)", shape: "[*ns]", optional: true}
+        params:
+          ns: {type: "int[]"}
+        dtype_combos:
+          - {dy: float16, weight: float16}
+          - {dy: float16, weight: float32}
+          - {dy: float32, weight: float32}
+    """)
+
+
+def test_a_float32_weight_pairs_through_dtype_combos():
+    assert ops_of(MIXED)["NrmFwdOp"].pairing.grads == ("x", "weight", "bias")
+
+
+@pytest.mark.parametrize("edit_pair,message", [
+    # the backward refuses a combination the forward accepts
+    (("      - {dy: float16, weight: float32}\n", ""),
+     "the forward accepts x=float16, weight=float32, bias=float32, which gives backward NrmBwdOp (dy=float16, "
+     "x=float16, weight=float32), outside its dtype_combos"),
+    # dbias follows the weight: the forward must tie bias to weight (its combos do)
+    (("      - {x: float16, weight: float32, bias: float32}\n", "      - {x: float16, weight: float32, bias: float16}\n"),
+     "the backward ties 'dbias' to 'weight' but the forward does not tie 'bias' to 'weight'"),
+])
+def test_float32_weight_pairing_rules_fire(edit_pair, message):
+    old, new = edit_pair
+    assert old in MIXED
+    assert message in error_of(MIXED.replace(old, new, 1))

@@ -301,6 +301,30 @@ def test_dtype_or_promote_int_to_long_widens_integer_inputs():
     assert "promote_int_to_long(z)" in error_of(text.replace("promote_int_to_long(x)", "promote_int_to_long(z)"))
 
 
+GRAD = """
+GOp:
+  family: fam
+  ref_api: none
+  status: implemented
+  signature:
+    inputs:
+      dy: {dtype: bfloat16 | float32, shape: "[...]"}
+      weight: {dtype: bfloat16 | float32, shape: "[...]", optional: true}
+    outputs:
+      dweight: {dtype: "dtype_or(weight, dy)", shape: same_as(dy)}
+"""
+
+
+def test_dtype_or_an_optional_input_takes_its_dtype_when_given():
+    (op,) = build_ops([parse_text(GRAD, "manifests/t.yaml")])
+    assert emit_cpp._dtype_expr(op, op.outputs[0]) == \
+        "(tileops::check::present(weight) ? weight->scalar_type() : dy.scalar_type())"
+    required = GRAD.replace(', optional: true}', '}')
+    assert "takes a ScalarType? param (or an optional input)" in error_of(required)
+    assert "takes a ScalarType? param (or an optional input)" in error_of(
+        GRAD.replace('"dtype_or(weight, dy)"', '"dtype_or(weight, promote_int_to_long(dy))"'))
+
+
 @pytest.mark.parametrize("edit,message", [
     (('"reduce(x, dim, keepdim)"', '"reduce(z, dim, keepdim)"'), "output 'y': reduce(z, dim, keepdim) names no input 'z'"),
     (('"reduce(x, dim, keepdim)"', '"reduce(x, keepdim, keepdim)"'),
@@ -309,7 +333,8 @@ def test_dtype_or_promote_int_to_long_widens_integer_inputs():
     (('"reduce(x, dim, keepdim)"', '"reduce(x)"'), "a reduced shape is reduce(<input>, <dim param>"),
     (('shape: "[...]"}', 'shape: "reduce(x, dim)"}'), "input 'x': a reduced shape describes outputs"),
     (('"dtype_or(dtype, x)"', '"dtype_or(dtype, dtype)"'),
-     "dtype_or(<param>, <input>) takes a ScalarType? param and a tensor input, got 'dtype_or(dtype, dtype)'"),
+     "dtype_or(<param>, <input>) takes a ScalarType? param (or an optional input) and a tensor input, got "
+     "'dtype_or(dtype, dtype)'"),
     (('"dtype_or(dtype, x)"', '"dtype_or(dtype, w)"'), "dtype 'dtype_or(dtype, w)' takes a ScalarType? param and an input"),
     (('"dtype_or(dtype, x)"', '"dtype_or(dtype, promote_int_to_float(x))"'), "unknown dtype 'dtype_or(dtype"),
 ])
