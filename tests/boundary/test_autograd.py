@@ -153,6 +153,23 @@ def test_half_precision_grads(pairing, dtype):
     assert_grads_close(got, want, tol=2e-3 if dtype == torch.float16 else 1.6e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float32_weight_and_bias_grads_are_float32(pairing, dtype):
+    x, dy = leaf(8, 64, dtype=dtype), torch.randn(8, 64).to(dtype)
+    w, b = leaf(64, seed=1), leaf(64, seed=2)  # float32
+    got = grads_of(lambda x, w, b: LN(x, w, b, [64], 1e-5), (x, w, b), dy)
+    assert [g.dtype for g in got] == [dtype, torch.float32, torch.float32]
+    f32 = [t.detach().float().requires_grad_() for t in (x, w, b)]
+    want = grads_of(lambda x, w, b: F.layer_norm(x, [64], w, b, 1e-5), f32, dy.float())
+    assert_grads_close([got[0].float(), got[1], got[2]], [want[0].to(dtype).float(), want[1], want[2]],
+                       tol=2e-3 if dtype == torch.float16 else 1.6e-2)
+    got = grads_of(lambda x, w: OP(x, w, [64]), (x, w), dy)
+    assert [g.dtype for g in got] == [dtype, torch.float32]
+    want = grads_of(lambda x, w: F.rms_norm(x, [64], w), f32[:2], dy.float())
+    assert_grads_close([got[0].float(), got[1]], [want[0].to(dtype).float(), want[1]],
+                       tol=2e-3 if dtype == torch.float16 else 1.6e-2)
+
+
 def test_gradcheck_float32(pairing):
     x, w, b = (t.detach().requires_grad_() for t in (leaf(3, 8), leaf(8, seed=1) + 1, leaf(8, seed=2)))
     kw = dict(eps=1e-2, atol=2e-2, rtol=2e-2, nondet_tol=1e-6)

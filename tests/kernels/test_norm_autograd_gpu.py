@@ -120,3 +120,19 @@ def test_compile_inductor_layer_norm_training_step():
     (op(xe, we, be).float() ** 2).mean().backward()
     for g, e in ((xs.grad, xe.grad), (ws.grad, we.grad), (bs.grad, be.grad)):
         torch.testing.assert_close(g, e, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("m,n", [(7, 1000), (2048, 4096)])
+def test_float32_weight_and_bias_grads(m, n, dtype):
+    x = torch.randn(m, n, device="cuda", dtype=dtype)
+    w, b = torch.randn(n, device="cuda") + 1, torch.randn(n, device="cuda")
+    dy = torch.randn(m, n, device="cuda", dtype=dtype)
+    got = grads(lambda x, w: RMSNormFwdOp(n)(x, w), leaves(x, w), dy)
+    assert [g.dtype for g in got] == [dtype, torch.float32]
+    want = grads(lambda x, w: F.rms_norm(x, [n], w), leaves(x.float(), w), dy.float())
+    assert_grads_close([got[0], got[1]], [want[0].to(dtype), want[1]], dtype)
+    got = grads(lambda x, w, b: LayerNormFwdOp(n)(x, w, b), leaves(x, w, b), dy)
+    assert [g.dtype for g in got] == [dtype, torch.float32, torch.float32]
+    want = grads(lambda x, w, b: F.layer_norm(x, [n], w, b), leaves(x.float(), w, b), dy.float())
+    assert_grads_close(got, [want[0].to(dtype), want[1], want[2]], dtype)

@@ -171,6 +171,37 @@ def test_rms_eps_multi_dim_shape_and_leading_dims():
     check_sum(dw, ref_dw)
 
 
+F32W_SHAPES = [(m, n) for n in (64, 1000, 4096, 8192, 65536) for m in (1, 7, 2048) if m * n <= 2 ** 25]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("m,n", F32W_SHAPES, ids=[f"{m}x{n}" for m, n in F32W_SHAPES])
+def test_float32_weight_gives_float32_weight_grads(m, n, dtype):
+    dy, x, _ = inputs(m, n, dtype, False)
+    w = torch.randn(n, device="cuda") + 1  # float32: values x's dtype cannot hold
+    xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+    bd = torch.zeros(n, dtype=torch.float64, device="cuda", requires_grad=True)
+    r_dx, r_dw = torch.autograd.grad(F.rms_norm(xd, [n], wd, EPS32), (xd, wd), dy.double())
+    poison()
+    dx, dw = RMS(dy, x, w, [n])
+    check_dx(dx, r_dx.to(dtype))
+    check_sum(dw, r_dw.float())
+    poison()
+    check_dx(RMS_DX(dy, x, w, [n]), r_dx.to(dtype))
+    xc = (x.float() + 3).to(dtype)
+    xd = xc.double().requires_grad_()
+    l_dx, l_dw, l_db = torch.autograd.grad(F.layer_norm(xd, [n], wd, bd, 1e-5), (xd, wd, bd), dy.double())
+    poison()
+    dx, dw, db = LN(dy, xc, w, [n])
+    check_dx(dx, l_dx.to(dtype))
+    check_sum(dw, l_dw.float())
+    check_sum(db, l_db.float())
+    poison()
+    dx, db = LN_NO_DW(dy, xc, w, [n])
+    check_dx(dx, l_dx.to(dtype))
+    check_sum(db, l_db.float())
+
+
 # ---- LayerNormBwdOp ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

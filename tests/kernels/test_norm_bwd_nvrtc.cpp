@@ -149,6 +149,37 @@ TEST_P(NormBwdReduceCompiles, ToCubin) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, NormBwdReduceCompiles, ::testing::Values("sm_80", "sm_90a"));
 
+// A float32 weight beside a 16-bit row: its shared copy takes 4 bytes an element (the stage budget
+// counts it), the kernels take it as their trailing template argument, dweight/dbias are summed into
+// float32, and every such plan compiles without spills.
+TEST(NormBwdFloatWeight, StagedAndStreamingPlansCompile) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const DeviceFacts dev = tileops::nvrtc::named_device_facts("h200");
+  for (bool layer : {false, true}) {
+    for (int64_t n : {int64_t{4096}, int64_t{1000}, int64_t{16384}, int64_t{65536}}) {
+      for (int max_vec : {8, 1}) {
+        tileops::nvrtc::NormBwdProblem q{layer, c10::kBFloat16, n, max_vec, true, true, layer};
+        q.float_weight = true;
+        const NormBwdPlan p = tileops::nvrtc::plan_norm_bwd(q, dev);
+        q.float_weight = false;
+        const NormBwdPlan same = tileops::nvrtc::plan_norm_bwd(q, dev);
+        EXPECT_TRUE(p.float_weight);
+        EXPECT_NE(p.name(), same.name());
+        if (p.smem && same.smem) EXPECT_EQ(p.smem_bytes - same.smem_bytes, n * 2) << p.name();  // float32 weight copy
+        EXPECT_NE(p.template_expression().find(", float>"), std::string::npos) << p.template_expression();
+        const auto srcs = p.sources();
+        ASSERT_EQ(srcs.size(), 2u);
+        EXPECT_NE(srcs[1].name_expression.find("norm_bwd_reduce<float,"), std::string::npos) << srcs[1].name_expression;
+        for (const char* arch : {"sm_80", "sm_90a"}) {
+          SCOPED_TRACE(p.name() + " " + arch);
+          const auto cubin = tileops::jit::compile_to_cubin(strict(norm_bwd_source(p, arch)));
+          EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+        }
+      }
+    }
+  }
+}
+
 TEST(NormBwdPlan, LlamaRowsAreStagedWithRegisterPartials) {
   const auto p = plan_norm_bwd(c10::kBFloat16, 4096, false, true, true, false, 8);
   EXPECT_EQ(p.vec, 8);

@@ -282,6 +282,33 @@ TEST_P(LayerNormCompiles, ToCubin) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, LayerNormCompiles, ::testing::Values("sm_80", "sm_90a"));
 
+// A float32 weight and bias beside a 16-bit row (vLLM and flashinfer models): register and streaming
+// rows only (never staged, even where same-dtype rows are), the weight's type in the kernel's name
+// and template arguments, 16-byte pieces of float weights.
+TEST(LayerNormFloatWeight, RegisterOrStreamingRowsThatCompile) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (int64_t n : {int64_t{4096}, int64_t{1000}, int64_t{1} << 17}) {
+    RowNormProblem q{RowNormOp::kLayerNorm, c10::kBFloat16, n, 8, true, true};
+    q.float_weight = true;
+    const RowNormSpec s = tileops::nvrtc::plan_row_norm(q, facts(9));
+    EXPECT_FALSE(s.staged);
+    EXPECT_TRUE(s.float_weight);
+    EXPECT_NE(s.name().find("_wf32"), std::string::npos) << s.name();
+    EXPECT_NE(s.template_expression().find(", float>"), std::string::npos) << s.template_expression();
+    q.float_weight = false;
+    EXPECT_NE(tileops::nvrtc::plan_row_norm(q, facts(9)).name(), s.name());
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const auto cubin = tileops::jit::compile_to_cubin(source(s, arch));
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+    }
+  }
+  RowNormProblem rms{RowNormOp::kRmsNorm, c10::kHalf, 16384, 8, true};
+  rms.float_weight = true;  // the plain RMSNorm row with a float32 weight: never the cluster or staged rows
+  const RowNormSpec r = tileops::nvrtc::plan_row_norm(rms, facts(9));
+  EXPECT_TRUE(r.impl == tileops::nvrtc::RowNormImpl::kRegisterResident || r.impl == tileops::nvrtc::RowNormImpl::kStreaming);
+  EXPECT_EQ(tileops::jit::compile_to_cubin(source(r, "sm_90a")).image.substr(0, 4), std::string("\x7f" "ELF"));
+}
+
 // Staged LayerNorm rows: 8 KB to 64 KB with 16-byte accesses on sm_90+, 8 vectors a thread below
 // 16 KB rows, 4 from 16 KB; one pass of shifted statistics for bfloat16 rows up to 16384 elements.
 TEST(LayerNormStaged, AppliesAndCompilesForSm90a) {

@@ -1,4 +1,5 @@
-"""The serving forms of RMSNorm on the GPU (nvrtc target): a float32 weight beside a 16-bit x, the
+"""The serving forms of RMSNorm on the GPU (nvrtc target): a float32 weight beside a 16-bit x (also for
+LayerNorm's weight and bias), the
 Gemma form and the out= branch, against a float64 reference and the reference target, under
 torch.compile and CUDA graphs. Skipped without a GPU (conftest)."""
 import pytest
@@ -9,6 +10,7 @@ from support.reference import assert_close_rel, rms_norm_ref
 
 pytestmark = pytest.mark.gpu
 OPS = torch.ops.tileops
+F = torch.nn.functional
 # Row lengths the plain weight serves with every implementation: register rows (64 .. 8192), staged
 # rows (8192, 16384 on sm_90), cluster rows (131072); the serving forms take register or streaming rows.
 NS = [64, 128, 1000, 3584, 4096, 8192, 16384, 131072]
@@ -47,6 +49,35 @@ def test_gemma_rms_norm_and_fused_add(m, n, dtype, w_dtype):
     assert_close_rel(y, gemma_ref(x + r, [n], w))
 
 
+def layer_norm_ref(x, ns, w=None, b=None, eps=1e-5):
+    y = F.layer_norm(x.double(), ns, None if w is None else w.double(), None if b is None else b.double(), eps)
+    return y.to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("m", [1, 7, 300])
+def test_rms_norm_float32_weight(m, n, dtype):
+    x = torch.randn(m, n, device="cuda", dtype=dtype)
+    w = torch.randn(n, device="cuda") * 2
+    y = OPS.norm_rms_norm_fwd(x, w, [n], 1e-6)
+    assert_close_rel(y, rms_norm_ref(x, [n], w, 1e-6))
+    out = torch.empty_like(x)
+    OPS.norm_rms_norm_fwd_out(x, w, out, [n], 1e-6)
+    assert torch.equal(out, y)
+
+
+@pytest.mark.parametrize("affine", ["wb", "w", "b"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("m", [1, 7, 300])
+def test_layer_norm_float32_weight_and_bias(m, n, dtype, affine):
+    x = torch.randn(m, n, device="cuda", dtype=dtype) + 3
+    w = torch.randn(n, device="cuda") * 2 if "w" in affine else None
+    b = torch.randn(n, device="cuda") * 2 if "b" in affine else None
+    assert_close_rel(OPS.norm_layer_norm_fwd(x, w, b, [n], 1e-5), layer_norm_ref(x, [n], w, b))
+
+
 @pytest.mark.parametrize("offset_bytes", [4, 8])
 def test_float32_weight_below_16_byte_alignment(offset_bytes):
     n = 4096
@@ -56,6 +87,14 @@ def test_float32_weight_below_16_byte_alignment(offset_bytes):
     assert_close_rel(OPS.norm_gemma_rms_norm_fwd(x, w, [n]), gemma_ref(x, [n], w))
     y, _ = OPS.norm_fused_add_rms_norm_fwd(x, x, w, [n])
     assert_close_rel(y, rms_norm_ref(x + x, [n], w))
+    assert_close_rel(OPS.norm_rms_norm_fwd(x, w, [n]), rms_norm_ref(x, [n], w))
+    b = torch.randn(n + 4, device="cuda")[offset_bytes // 4:][:n]
+    assert_close_rel(OPS.norm_layer_norm_fwd(x, w, b, [n]), layer_norm_ref(x, [n], w, b))
+    dy = torch.randn_like(x)
+    dx, dw = OPS.norm_rms_norm_bwd(dy, x, w, [n])
+    ref_dx, ref_dw = OPS.norm_rms_norm_bwd(dy, x, w.clone(), [n])  # a 16-byte-aligned copy of the weight
+    assert_close_rel(dx, ref_dx)  # another vector width: another summation order
+    torch.testing.assert_close(dw, ref_dw, rtol=1e-5, atol=1e-4)
 
 
 def test_agrees_with_the_reference_target_on_cuda():
@@ -63,6 +102,7 @@ def test_agrees_with_the_reference_target_on_cuda():
     r = torch.randn(32, 3584, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(3584, device="cuda") * 0.5
     for op, args in [(OPS.norm_gemma_rms_norm_fwd, (x, w, [3584])),
+                     (OPS.norm_rms_norm_fwd, (x, w, [3584])),
                      (OPS.norm_gemma_fused_add_rms_norm_fwd, (x, r, w, [3584])),
                      (OPS.norm_fused_add_rms_norm_fwd, (x, r, w, [3584]))]:
         got, ref = op(*args), op(*args, target="reference")

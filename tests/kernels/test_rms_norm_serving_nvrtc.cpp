@@ -93,9 +93,14 @@ TEST(ServingRowsPlan, NameAndIdentityCarryTheWeightForm) {
             "tileops::rms_norm_fwd<tileops::bf16, 4096, 8, 128, 1, true, true, float, false>");
 }
 
-TEST(ServingRowsPlan, LayerNormTakesOnlyAPlainWeight) {
+TEST(ServingRowsPlan, LayerNormHasNoGemmaOrQuantisedForm) {
   RowNormProblem q{RowNormOp::kLayerNorm, c10::kBFloat16, 4096, 16, true};
-  q.float_weight = true;
+  q.float_weight = true;  // taken (LayerNormFloatWeight tests it)
+  EXPECT_NO_THROW(tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts("h200")));
+  q.gemma = true;
+  EXPECT_THROW(tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts("h200")), c10::Error);
+  q.gemma = false;
+  q.quant = RowNormQuant::kStatic;
   EXPECT_THROW(tileops::nvrtc::plan_row_norm(q, tileops::nvrtc::named_device_facts("h200")), c10::Error);
 }
 

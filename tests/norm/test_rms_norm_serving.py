@@ -1,5 +1,6 @@
-"""The serving forms of RMSNorm on CPU (reference target): a float32 weight beside a 16-bit x, the
-Gemma form y = x_normed * (1 + w), and the out= branch; their checks, Meta kernels and compile."""
+"""The serving forms of RMSNorm on CPU (reference target): a float32 weight beside a 16-bit x (also
+for LayerNorm and both backward ops), the Gemma form y = x_normed * (1 + w), and the out= branch;
+their checks, Meta kernels and compile."""
 import pytest
 import torch
 import torch._dynamo
@@ -49,6 +50,84 @@ def test_other_weight_dtype_mixes_are_refused(x_dtype, w_dtype):
         OPS.norm_fused_add_rms_norm_fwd(x, x.clone(), torch.randn(8, dtype=w_dtype), [8])
     with pytest.raises(TypeError, match=r"tileops::norm_gemma_rms_norm_fwd: .*x, weight"):
         OPS.norm_gemma_rms_norm_fwd(x, torch.randn(8, dtype=w_dtype), [8])
+
+
+def layer_norm_ref(x, ns, w=None, b=None, eps=1e-5):
+    """F.layer_norm in float64 from the same values, rounded to x's dtype."""
+    y = F.layer_norm(x.double(), ns, None if w is None else w.double(), None if b is None else b.double(), eps)
+    return y.to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_rms_norm_takes_a_float32_weight_and_returns_x_dtype(dtype):
+    x = torch.randn(5, 3, 96, dtype=dtype)
+    w = torch.randn(96) * 3
+    y = OPS.norm_rms_norm_fwd(x, w, [96], 1e-6)
+    assert y.dtype == dtype
+    assert_close_rel(y, rms_norm_ref(x, [96], w, 1e-6))
+    assert not torch.equal(y, OPS.norm_rms_norm_fwd(x, w.to(dtype), [96], 1e-6))  # the weight stays float32
+    out = torch.empty_like(x)
+    OPS.norm_rms_norm_fwd_out(x, w, out, [96], 1e-6)
+    assert torch.equal(out, y)
+
+
+@pytest.mark.parametrize("weight,bias", [(True, True), (True, False), (False, True)], ids=["wb", "w", "b"])
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_layer_norm_takes_float32_weight_and_bias(dtype, weight, bias):
+    x = torch.randn(4, 7, 80, dtype=dtype) + 2
+    w = torch.randn(80) * 3 if weight else None
+    b = torch.randn(80) * 3 if bias else None
+    y = OPS.norm_layer_norm_fwd(x, w, b, [80], 1e-5)
+    assert y.dtype == dtype
+    assert_close_rel(y, layer_norm_ref(x, [80], w, b))
+    rounded = OPS.norm_layer_norm_fwd(x, None if w is None else w.to(dtype), None if b is None else b.to(dtype),
+                                      [80], 1e-5)
+    assert not torch.equal(y, rounded)
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype", [(torch.bfloat16, torch.float16), (torch.float32, torch.bfloat16)])
+def test_rms_and_layer_norm_refuse_other_weight_mixes(x_dtype, w_dtype):
+    x = torch.randn(2, 8, dtype=x_dtype)
+    with pytest.raises(TypeError, match=r"tileops::norm_rms_norm_fwd: .*x, weight"):
+        OPS.norm_rms_norm_fwd(x, torch.randn(8, dtype=w_dtype), [8])
+    with pytest.raises(TypeError, match=r"tileops::norm_layer_norm_fwd: .*x, weight, bias"):
+        OPS.norm_layer_norm_fwd(x, torch.randn(8, dtype=w_dtype), None, [8])
+    # weight and bias both float32 or both x's dtype, as torch's mixed-type LayerNorm takes them
+    with pytest.raises(TypeError, match=r"tileops::norm_layer_norm_fwd: .*x, weight, bias"):
+        OPS.norm_layer_norm_fwd(torch.randn(2, 8, dtype=torch.bfloat16), torch.randn(8),
+                                torch.randn(8, dtype=torch.bfloat16), [8])
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_backward_ops_take_a_float32_weight_and_give_float32_weight_grads(dtype):
+    x, dy = torch.randn(6, 64, dtype=dtype), torch.randn(6, 64, dtype=dtype)
+    w = torch.randn(64) + 1
+    dx, dw = OPS.norm_rms_norm_bwd(dy, x, w, [64])
+    assert dx.dtype == dtype and dw.dtype == torch.float32
+    xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+    want_dx, want_dw = torch.autograd.grad(F.rms_norm(xd, [64], wd, torch.finfo(torch.float32).eps), (xd, wd),
+                                           dy.double())
+    assert_close_rel(dx, want_dx.to(dtype))
+    torch.testing.assert_close(dw, want_dw.float(), rtol=1e-5, atol=1e-5 * want_dw.abs().max().item())
+    dx, dw, db = OPS.norm_layer_norm_bwd(dy, x, w, [64], 1e-5)
+    assert dx.dtype == dtype and dw.dtype == db.dtype == torch.float32
+    bd = torch.zeros(64, dtype=torch.float64, requires_grad=True)
+    want = torch.autograd.grad(F.layer_norm(xd, [64], wd, bd, 1e-5), (xd, wd, bd), dy.double())
+    assert_close_rel(dx, want[0].to(dtype))
+    for got, ref in zip((dw, db), want[1:]):
+        torch.testing.assert_close(got, ref.float(), rtol=1e-5, atol=1e-5 * ref.abs().max().item())
+    # without a weight the gradients are dy's dtype, as before
+    assert OPS.norm_layer_norm_bwd(dy, x, None, [64], 1e-5)[2].dtype == dtype
+
+
+def test_meta_gives_float32_weight_grads_and_x_dtype_outputs():
+    x = torch.empty(4, 64, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(64, device="meta")
+    assert OPS.norm_rms_norm_fwd(x, w, [64]).dtype == torch.bfloat16
+    assert OPS.norm_layer_norm_fwd(x, w, w, [64]).dtype == torch.bfloat16
+    assert [t.dtype for t in OPS.norm_rms_norm_bwd(x, x, w, [64])] == [torch.bfloat16, torch.float32]
+    assert [t.dtype for t in OPS.norm_layer_norm_bwd(x, x, w, [64])] == [torch.bfloat16, torch.float32, torch.float32]
+    assert [t.dtype for t in OPS.norm_layer_norm_bwd(x, x, None, [64])] == [torch.bfloat16] * 3
 
 
 # ---- Gemma form ------------------------------------------------------------------------------------
@@ -161,6 +240,10 @@ def _opcheck_cases():
         ("gemma_fused_writes", OPS.norm_gemma_fused_add_rms_norm_fwd_writes_residual, lambda: (*xw(), [16], 1e-6)),
         ("rms_out", OPS.norm_rms_norm_fwd_out,
          lambda: (torch.randn(3, 16), torch.randn(16), torch.empty(3, 16), [16], None)),
+        ("rms_f32w", OPS.norm_rms_norm_fwd, lambda: (xw()[0], xw()[2], [16], None)),
+        ("layer_f32wb", OPS.norm_layer_norm_fwd, lambda: (xw()[0], xw()[2], xw()[2], [16], 1e-5)),
+        ("rms_bwd_f32w", OPS.norm_rms_norm_bwd, lambda: (xw()[0], xw()[1], xw()[2], [16], None)),
+        ("layer_bwd_f32w", OPS.norm_layer_norm_bwd, lambda: (xw()[0], xw()[1], xw()[2], [16], 1e-5)),
     ]
 
 

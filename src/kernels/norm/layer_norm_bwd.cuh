@@ -5,8 +5,9 @@
 // its own mean (LnStats below; never a one-pass E[x^2]).
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW / DB: also leave this CTA's
 // partial rows in part_w / part_b [blockIdx.x][N] (norm_bwd_reduce sums them).
+// W is the weight's type: T, or float32 beside a 16-bit row (dweight and dbias are then float32).
 // Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
-// VEC * sizeof(T) bytes.
+// VEC * sizeof(T) bytes (the weight to min(16, VEC * sizeof(W))).
 #pragma once
 #include "common/dtypes.cuh"
 #include "norm/norm_bwd_common.cuh"
@@ -99,9 +100,9 @@ __device__ __forceinline__ LnStats ln_group_stats(LnStats s, float* scratch) {
 }  // namespace norm_bwd
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool DB, bool SMEM,
-          bool ACC_REG>
+          bool ACC_REG, typename W = T>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
-layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
+layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w, T* __restrict__ dx,
                float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
@@ -122,9 +123,10 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
   const int t = threadIdx.x % TPR;
   const int grp = threadIdx.x / TPR;
   const int sg = TPR > 32 ? grp : 0;
-  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll> start(x, dy, w, smem_address(smem), rows, t, grp);
+  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll, W> start(x, dy, w, smem_address(smem), rows, t, grp);
   const auto& src = start.src;
-  auto weight = [&](int c) -> V { return start.weight(c); };
+  using WV = WeightVec<W, VEC>;
+  auto weight = [&](int c) -> WV { return start.weight(c); };
 
   constexpr int kAccW = ACC_REG && DW ? kPer : 1;
   constexpr int kAccB = ACC_REG && DB ? kPer : 1;
@@ -175,13 +177,13 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
       for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
         const V xv = src.load_x(r, s, c);
         const V gv = src.load_dy(r, s, c);
-        V wv;
+        WV wv;
         if constexpr (HAS_WEIGHT) wv = weight(c);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           const float d = to_float(xv.v[j]) - st.mu;
           float gf = to_float(gv.v[j]);
-          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+          if constexpr (HAS_WEIGHT) gf *= wv.template factor<false>(j);
           st.m2 += d * d;
           st.g += gf;
           st.gx += gf * d;
@@ -199,7 +201,7 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
       for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int i, int c) {
         const V xv = src.load_x(r, s, c);
         const V gv = src.load_dy(r, s, c);
-        V wv;
+        WV wv;
         if constexpr (HAS_WEIGHT) wv = weight(c);
         V out;
         FV cw, cb;
@@ -208,7 +210,7 @@ layer_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __res
           const float d = to_float(xv.v[j]) - mean;
           const float dyf = to_float(gv.v[j]);
           float gf = dyf;
-          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+          if constexpr (HAS_WEIGHT) gf *= wv.template factor<false>(j);
           out.v[j] = from_float<T>(rs * (gf - mean_g - d * coef));
           if constexpr (ACC_REG) {
             if constexpr (DW) accw[i].v[j] += dyf * (d * rs);

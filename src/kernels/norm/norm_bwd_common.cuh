@@ -18,6 +18,7 @@
 #pragma once
 #include "common/dtypes.cuh"
 #include "common/grid_dependency.cuh"
+#include "norm/norm_weight.cuh"
 
 namespace tileops {
 namespace norm_bwd {
@@ -153,7 +154,7 @@ __device__ __forceinline__ void for_my_vecs(int t, F&& f) {
 }
 
 // The x and dy vectors of the row a thread works on: from the shared-memory stage (SMEM) or from
-// global memory. Shared layout: [2 stages][ROWS groups][x, dy][N] of T, then the weight [N].
+// global memory. Shared layout: [2 stages][ROWS groups][x, dy][N] of T, then the weight [N] of W.
 template <typename T, int N, int VEC, int TPR, int ROWS, bool SMEM>
 struct RowSource {
   using V = Vec<T, VEC>;
@@ -198,31 +199,45 @@ struct RowSource {
 // The start both backward kernels share: group `grp`'s row source, the weight's shared copy (SMEM:
 // group 0's asynchronous copies, a commit group of their own ahead of the first row's, so both are in
 // flight together; the first iteration waits for both and synchronises before any thread reads the
-// weight) and the first row's prefetch. weight(c) reads vector c of the weight.
-template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool SMEM, bool UNROLL>
+// weight) and the first row's prefetch. weight(c) reads vector c of the weight (W: T, or float32
+// beside a 16-bit row), in pieces of at most 16 bytes.
+template <typename T, int N, int VEC, int TPR, int ROWS, bool HAS_WEIGHT, bool SMEM, bool UNROLL, typename W = T>
 struct RowStart {
   using V = Vec<T, VEC>;
+  using WV = WeightVec<W, VEC>;
+  using WP = Vec<W, WV::kPart>;
+  static constexpr int kParts = VEC / WV::kPart;
   using Source = RowSource<T, N, VEC, TPR, ROWS, SMEM>;
   Source src;
-  const V* wg;
+  const W* wg;
   unsigned wsm;  // SMEM: shared address of the weight's copy, after the stages
 
-  __device__ __forceinline__ RowStart(const T* x, const T* dy, const T* w, unsigned smem_base, long long rows, int t,
+  __device__ __forceinline__ RowStart(const T* x, const T* dy, const W* w, unsigned smem_base, long long rows, int t,
                                       int grp)
       : src{reinterpret_cast<const V*>(x), reinterpret_cast<const V*>(dy),
             smem_base + grp * 2 * Source::kVecs * Source::kVB, rows},
-        wg(reinterpret_cast<const V*>(w)),
+        wg(w),
         wsm(smem_base + Source::kStageBytes) {
     if constexpr (SMEM && HAS_WEIGHT) {
       if (grp == 0)
-        for_my_vecs<TPR, Source::kVecs, UNROLL>(t, [&](int, int c) { copy_async(wsm + c * Source::kVB, wg + c); });
+        for_my_vecs<TPR, Source::kVecs, UNROLL>(t, [&](int, int c) {
+          const WP* from = reinterpret_cast<const WP*>(wg) + c * kParts;
+#pragma unroll
+          for (int k = 0; k < kParts; ++k) copy_async(wsm + (c * kParts + k) * unsigned{sizeof(WP)}, from + k);
+        });
       copy_async_commit();
     }
     src.template prefetch<UNROLL>(static_cast<long long>(blockIdx.x) * ROWS + grp, 0, t);
   }
-  __device__ __forceinline__ V weight(int c) const {
-    if constexpr (SMEM) return load_shared<V>(wsm + c * Source::kVB);
-    else return wg[c];
+  __device__ __forceinline__ WV weight(int c) const {
+    WV v;
+    if constexpr (SMEM) {
+#pragma unroll
+      for (int k = 0; k < kParts; ++k) v.part[k] = load_shared<WP>(wsm + (c * kParts + k) * unsigned{sizeof(WP)});
+    } else {
+      v.load(wg, c);
+    }
+    return v;
   }
 };
 

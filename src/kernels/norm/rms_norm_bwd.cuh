@@ -4,8 +4,9 @@
 // Persistent layout, staging and partials: norm_bwd_common.cuh. DW: also leave this CTA's dweight
 // partial row in part_w[blockIdx.x][N] (norm_bwd_reduce sums them). part_b is unused (the launch
 // arguments are shared with layer_norm_bwd).
-// Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0 and pointers aligned to
-// VEC * sizeof(T) bytes.
+// W is the weight's type: T, or float32 beside a 16-bit row (its dweight is then float32:
+// norm_bwd_reduce<float>). Host side: src/targets/nvrtc/norm/norm_bwd_plan.cpp; requires N % VEC == 0
+// and pointers aligned to VEC * sizeof(T) bytes (the weight to min(16, VEC * sizeof(W))).
 #pragma once
 #include "common/dtypes.cuh"
 #include "norm/norm_bwd_common.cuh"
@@ -13,9 +14,9 @@
 namespace tileops {
 
 template <typename T, int N, int VEC, int TPR, int ROWS, int MIN_BLOCKS, bool HAS_WEIGHT, bool DW, bool SMEM,
-          bool ACC_REG>
+          bool ACC_REG, typename W = T>
 __global__ void __launch_bounds__(TPR * ROWS, MIN_BLOCKS)
-rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ dx,
+rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w, T* __restrict__ dx,
              float* __restrict__ part_w, float* __restrict__ part_b, long long rows, float eps) {
   using namespace norm_bwd;
   using V = Vec<T, VEC>;
@@ -34,9 +35,10 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
 
   const int t = threadIdx.x % TPR;
   const int grp = threadIdx.x / TPR;
-  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll> start(x, dy, w, smem_address(smem), rows, t, grp);
+  const RowStart<T, N, VEC, TPR, ROWS, HAS_WEIGHT, SMEM, kUnroll, W> start(x, dy, w, smem_address(smem), rows, t, grp);
   const auto& src = start.src;
-  auto weight = [&](int c) -> V { return start.weight(c); };
+  using WV = WeightVec<W, VEC>;
+  auto weight = [&](int c) -> WV { return start.weight(c); };
 
   FV acc[ACC_REG && DW ? kPer : 1];
 #pragma unroll
@@ -67,13 +69,13 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
       for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int, int c) {
         const V xv = src.load_x(r, s, c);
         const V gv = src.load_dy(r, s, c);
-        V wv;
+        WV wv;
         if constexpr (HAS_WEIGHT) wv = weight(c);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           const float xf = to_float(xv.v[j]);
           float gf = to_float(gv.v[j]);
-          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+          if constexpr (HAS_WEIGHT) gf *= wv.template factor<false>(j);
           sums[0] += xf * xf;
           sums[1] += gf * xf;
         }
@@ -87,7 +89,7 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
       for_my_vecs<TPR, kVecs, kUnroll>(t, [&](int i, int c) {
         const V xv = src.load_x(r, s, c);
         const V gv = src.load_dy(r, s, c);
-        V wv;
+        WV wv;
         if constexpr (HAS_WEIGHT) wv = weight(c);
         V out;
         FV contrib;
@@ -96,7 +98,7 @@ rms_norm_bwd(const T* __restrict__ dy, const T* __restrict__ x, const T* __restr
           const float xf = to_float(xv.v[j]);
           const float d = to_float(gv.v[j]);
           float gf = d;
-          if constexpr (HAS_WEIGHT) gf *= to_float(wv.v[j]);
+          if constexpr (HAS_WEIGHT) gf *= wv.template factor<false>(j);
           out.v[j] = from_float<T>(rs * (gf - xf * coef));
           if constexpr (DW && ACC_REG) acc[i].v[j] += d * (xf * rs);
           else contrib.v[j] = d * (xf * rs);

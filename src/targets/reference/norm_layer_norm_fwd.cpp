@@ -1,6 +1,8 @@
 // LayerNormFwdOp on the reference target: ref_api itself (at::layer_norm).
 #include <ATen/ATen.h>
 
+#include <optional>
+
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
@@ -14,7 +16,15 @@ class LayerNormReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
     const op::View v(call);
-    v.y().copy_(at::layer_norm(v.x(), v.normalized_shape(), maybe(v.weight()), maybe(v.bias()), v.eps()));
+    const at::Tensor& x = v.x();
+    const bool mixed = (v.weight() && v.weight()->scalar_type() != x.scalar_type()) ||
+                       (v.bias() && v.bias()->scalar_type() != x.scalar_type());
+    if (mixed) {  // float32 weight/bias beside a 16-bit x: torch's CUDA kernel refuses the mix, so in float32
+      const auto f = [](const at::Tensor* t) { return t ? std::optional<at::Tensor>(t->to(at::kFloat)) : std::nullopt; };
+      v.y().copy_(at::layer_norm(x.to(at::kFloat), v.normalized_shape(), f(v.weight()), f(v.bias()), v.eps()));
+      return;
+    }
+    v.y().copy_(at::layer_norm(x, v.normalized_shape(), maybe(v.weight()), maybe(v.bias()), v.eps()));
   }
 };
 

@@ -43,6 +43,7 @@ struct NormBwdProblem {
   int max_vec;           // widest access the pointers' alignment allows
   bool weight;
   bool dw, db;           // dweight / dbias wanted (db: LayerNorm only)
+  bool float_weight = false;  // a float32 weight beside a 16-bit row: dweight and dbias are float32 too
   bool operator==(const NormBwdProblem& o) const;
   size_t hash() const;
 };
@@ -58,6 +59,7 @@ struct NormBwdSpec {
   int grid_per_sm;   // CTAs per SM of the persistent grid (<= min_blocks; fewer where more measured slower)
   bool has_weight;
   bool dw, db;
+  bool float_weight; // the weight, dweight and dbias are float32 beside a 16-bit row
   bool smem;         // rows staged in shared memory one row ahead (cp.async)
   bool acc_reg;      // per-column partials in registers (else in the CTA's workspace row)
   int smem_bytes;    // dynamic shared memory per CTA
@@ -78,6 +80,7 @@ struct NormBwdSpec {
 int norm_bwd_smem_budget(int max_smem_optin);
 NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 // The second kernel: sums the partial rows in a fixed order into dweight / dbias.
+// `dtype` is the gradients' dtype (the weight's).
 jit::KernelSource norm_bwd_reduce_source(c10::ScalarType dtype, bool dw, bool db, const std::string& arch);
 
 // CTAs per SM of the persistent grid: the spec's grid_per_sm, bounded by the SM's threads, blocks and

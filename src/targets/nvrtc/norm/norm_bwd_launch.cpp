@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "common/log.h"
@@ -78,16 +79,26 @@ class NormBwdKernel final : public Kernel {
 
 NormBwdProblem NormBwdFamily::problem(const OpCall& call) const {
   const NormBwdArgs a = args(call);
-  const int max_vec = access_width({a.dy.data_ptr(), a.x.data_ptr(), a.dx.data_ptr(),
-                                    a.weight ? a.weight->data_ptr() : nullptr},
-                                   static_cast<int>(a.dy.element_size()));
-  return NormBwdProblem{layer,
-                        a.dy.scalar_type(),
-                        c10::multiply_integers(a.normalized_shape),
-                        max_vec,
-                        a.weight != nullptr,
-                        a.dweight != nullptr,
-                        a.dbias != nullptr};
+  // A float32 weight beside a 16-bit row (the manifests' dtype_combos allow no other mix).
+  const bool float_weight = a.weight && a.weight->scalar_type() != a.dy.scalar_type();
+  int max_vec = access_width({a.dy.data_ptr(), a.x.data_ptr(), a.dx.data_ptr(),
+                              a.weight && !float_weight ? a.weight->data_ptr() : nullptr},
+                             static_cast<int>(a.dy.element_size()));
+  if (float_weight) {
+    // VEC float weights are read in pieces of up to 16 bytes: below 16-byte alignment the whole
+    // vector must fit what the weight's alignment allows.
+    const int w_vec = access_width({a.weight->data_ptr()}, 4);
+    if (w_vec * 4 < 16) max_vec = std::min(max_vec, w_vec);
+  }
+  NormBwdProblem q{layer,
+                   a.dy.scalar_type(),
+                   c10::multiply_integers(a.normalized_shape),
+                   max_vec,
+                   a.weight != nullptr,
+                   a.dweight != nullptr,
+                   a.dbias != nullptr};
+  q.float_weight = float_weight;
+  return q;
 }
 
 std::shared_ptr<const Kernel> NormBwdFamily::make(const NormBwdSpec& s, std::vector<LoadedKernel> k,

@@ -16,20 +16,20 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 
 bool NormBwdProblem::operator==(const NormBwdProblem& o) const {
   return layer == o.layer && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight &&
-         dw == o.dw && db == o.db;
+         dw == o.dw && db == o.db && float_weight == o.float_weight;
 }
 size_t NormBwdProblem::hash() const {
-  return hash_words({layer, static_cast<int64_t>(dtype), n, max_vec, weight, dw, db});
+  return hash_words({layer, static_cast<int64_t>(dtype), n, max_vec, weight, dw, db, float_weight});
 }
 
 bool NormBwdSpec::operator==(const NormBwdSpec& o) const {
   return dtype == o.dtype && layer == o.layer && n == o.n && vec == o.vec && tpr == o.tpr && rows == o.rows &&
          min_blocks == o.min_blocks && grid_per_sm == o.grid_per_sm && has_weight == o.has_weight && dw == o.dw &&
-         db == o.db && smem == o.smem && acc_reg == o.acc_reg && smem_bytes == o.smem_bytes && arch == o.arch;
+         db == o.db && float_weight == o.float_weight && smem == o.smem && acc_reg == o.acc_reg && smem_bytes == o.smem_bytes && arch == o.arch;
 }
 size_t NormBwdSpec::hash() const {
   return hash_words({static_cast<int64_t>(dtype), layer, n, vec, tpr, rows, min_blocks, grid_per_sm, has_weight, dw,
-                     db, smem, acc_reg, smem_bytes}) ^
+                     db, float_weight, smem, acc_reg, smem_bytes}) ^
          std::hash<std::string>()(arch);
 }
 
@@ -48,9 +48,11 @@ NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const
   p.has_weight = q.weight;
   p.dw = q.dw;
   p.db = q.layer && q.db;
+  p.float_weight = q.float_weight;
   p.arch = dev.arch;
   const bool has_weight = q.weight, layer = q.layer;
   const int elem = static_cast<int>(c10::elementSize(q.dtype));
+  const int welem = q.float_weight ? 4 : elem;
   p.vec = row_access_width(q.dtype, n, q.max_vec);
   const int64_t vecs = n / p.vec;
   // Threads per row as in the forward: about vecs_per_thread vectors a thread on up to 256 threads,
@@ -65,14 +67,14 @@ NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const
   // Staging, partials and registers for a number of row groups per CTA.
   auto decide = [&] {
     // Staging: cp.async moves 4, 8 or 16 bytes; two stages of the CTA's rows of x and dy, then the weight.
-    const int64_t staged = 2LL * p.rows * 2 * n * elem + (has_weight ? n * elem : 0);
+    const int64_t staged = 2LL * p.rows * 2 * n * elem + (has_weight ? n * welem : 0);
     p.smem = p.vec * elem >= 4 && per <= 16 && staged <= smem_budget;
     // Registers a thread needs: the partials (one fp32 per owned element and gradient), plus, when
     // the row is re-read from global memory, x/dy/w that the compiler may keep live between passes,
     // plus addresses, loop state and temporaries: 48 for RMSNorm, 64 for LayerNorm (three passes,
     // more row statistics). Calibrated with ptxas -v on sm_90a/sm_80; tests/kernels/
     // test_norm_bwd_nvrtc.cpp fails on spills.
-    est = (layer ? 64 : 48) + owned * nacc + (p.smem ? 0 : (owned * (2 + (has_weight ? 1 : 0)) * elem + 3) / 4);
+    est = (layer ? 64 : 48) + owned * nacc + (p.smem ? 0 : (owned * (2 * elem + (has_weight ? welem : 0)) + 3) / 4);
     const int cap = std::min(255, 65536 / p.threads());
     // Unrolled (register) plans only where the estimate fits the cap the launch bounds set.
     p.acc_reg = per <= 16 && est <= cap;
@@ -140,7 +142,8 @@ int64_t norm_bwd_grid(const NormBwdSpec& p, int64_t rows, int max_grid, int sm_c
 std::string NormBwdSpec::name() const {
   return std::string(layer ? "layer_norm_bwd__" : "rms_norm_bwd__") + short_type_name(dtype) + "__n" +
          std::to_string(n) + "__v" + std::to_string(vec) + "_t" + std::to_string(tpr) + "_r" + std::to_string(rows) +
-         "_b" + std::to_string(min_blocks) + (has_weight ? "_w" : "_nw") + (dw ? "_dw" : "") + (db ? "_db" : "") +
+         "_b" + std::to_string(min_blocks) + (has_weight ? "_w" : "_nw") + (float_weight ? "f32" : "") +
+         (dw ? "_dw" : "") + (db ? "_db" : "") +
          (smem ? "_smem" : "_gmem") + (acc_reg ? "_reg" : "_ws") + "__" + arch;
 }
 
@@ -150,13 +153,14 @@ std::string NormBwdSpec::template_expression() const {
                      std::to_string(tpr) + ", " + std::to_string(rows) + ", " + std::to_string(min_blocks) + ", " +
                      tf(has_weight) + ", " + tf(dw) + ", ";
   if (layer) expr += std::string(tf(db)) + ", ";
-  return expr + tf(smem) + ", " + tf(acc_reg) + ">";
+  // The weight's type is a trailing argument left to its default (T) unless it is float32 beside a 16-bit row.
+  return expr + tf(smem) + ", " + tf(acc_reg) + (float_weight ? ", float>" : ">");
 }
 
 std::vector<jit::KernelSource> NormBwdSpec::sources() const {
   std::vector<jit::KernelSource> s{
       make_source(name(), layer ? "norm/layer_norm_bwd.cuh" : "norm/rms_norm_bwd.cuh", template_expression(), arch)};
-  if (dw || db) s.push_back(norm_bwd_reduce_source(dtype, dw, db, arch));
+  if (dw || db) s.push_back(norm_bwd_reduce_source(float_weight ? c10::kFloat : dtype, dw, db, arch));
   return s;
 }
 
@@ -171,7 +175,8 @@ jit::KernelSource norm_bwd_reduce_source(c10::ScalarType dtype, bool dw, bool db
 std::string NormBwdSpec::describe() const {
   const std::string grads = std::string(dw ? "dweight" : "") + (dw && db ? "+" : "") + (db ? "dbias" : "");
   return std::string(layer ? "layer_norm_bwd(dtype=" : "rms_norm_bwd(dtype=") + short_type_name(dtype) +
-         ", n=" + std::to_string(n) + ", weight=" + (has_weight ? "yes" : "no") + ", grads=dx" +
+         ", n=" + std::to_string(n) + ", weight=" + (has_weight ? (float_weight ? "float32" : "yes") : "no") +
+         ", grads=dx" +
          (grads.empty() ? "" : "+" + grads) + ", vec=" + std::to_string(vec) + ")";
 }
 

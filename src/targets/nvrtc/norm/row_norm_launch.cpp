@@ -86,16 +86,20 @@ class RowNormKernel final : public Kernel {
 
 RowNormProblem RowNormFamily::problem(const OpCall& call) const {
   const RowNormArgs a = args(call);
-  // A float32 weight beside a 16-bit row (the manifests' dtype_combos allow no other mix).
-  const bool float_weight = a.weight && a.weight->scalar_type() != a.x.scalar_type();
+  // A float32 weight (and LayerNorm's bias) beside a 16-bit row: the manifests' dtype_combos allow no
+  // other mix, and make weight and bias the same dtype when both are given.
+  const bool float_weight = (a.weight && a.weight->scalar_type() != a.x.scalar_type()) ||
+                            (a.bias && a.bias->scalar_type() != a.x.scalar_type());
   int max_vec = access_width({a.x.data_ptr(), a.y.data_ptr(), float_weight ? nullptr : ptr_or_null(a.weight),
-                              ptr_or_null(a.bias), ptr_or_null(a.residual), ptr_or_null(a.residual_out)},
+                              float_weight ? nullptr : ptr_or_null(a.bias), ptr_or_null(a.residual),
+                              ptr_or_null(a.residual_out)},
                              static_cast<int>(a.x.element_size()));
-  if (float_weight) {
-    // The kernel reads VEC float weights in pieces of up to 16 bytes: below 16-byte alignment the
-    // whole vector must fit what the weight's alignment allows.
-    const int w_vec = access_width({a.weight->data_ptr()}, static_cast<int>(a.weight->element_size()));
-    if (w_vec * a.weight->element_size() < 16) max_vec = std::min(max_vec, w_vec);
+  // The kernel reads VEC float weights in pieces of up to 16 bytes: below 16-byte alignment the whole
+  // vector must fit what the weight's (and bias') alignment allows.
+  for (const at::Tensor* f : {a.weight, a.bias}) {
+    if (!float_weight || f == nullptr) continue;
+    const int w_vec = access_width({f->data_ptr()}, static_cast<int>(f->element_size()));
+    if (w_vec * f->element_size() < 16) max_vec = std::min(max_vec, w_vec);
   }
   RowNormProblem q{op, a.x.scalar_type(), c10::multiply_integers(a.normalized_shape), max_vec, a.weight != nullptr,
                    a.bias != nullptr};

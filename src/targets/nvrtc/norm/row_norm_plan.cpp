@@ -173,8 +173,8 @@ int staged_row_threads(int64_t vecs, int per_thread, const Tuning& t) {
 }
 
 RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  TORCH_CHECK(q.op != RowNormOp::kLayerNorm || plain_weight(q), op_name(q.op),
-              ": the LayerNorm kernels take a weight of x's dtype only");
+  TORCH_CHECK(q.op != RowNormOp::kLayerNorm || (!q.gemma && q.quant == RowNormQuant::kNone), op_name(q.op),
+              ": the LayerNorm kernels have no Gemma or quantised form");
   TORCH_CHECK(!q.gemma || q.weight, op_name(q.op), ": the Gemma form needs a weight");
   // The quantised rows are written from registers only (the register-resident implementation).
   TORCH_CHECK(q.quant == RowNormQuant::kNone || row_bytes(q) <= kT.register_max_row_bytes, op_name(q.op, q.quant),
@@ -232,7 +232,7 @@ std::string RowNormSpec::template_expression() const {
   if (op == RowNormOp::kLayerNorm) {
     const std::string wb = std::string(tf(weight)) + ", " + tf(bias);
     if (staged) return kernel + "_staged" + head + wb + ", " + tf(one_pass) + ">";
-    return kernel + head + std::to_string(rows) + ", " + wb + ", " + tf(cache) + ">";
+    return kernel + head + std::to_string(rows) + ", " + wb + ", " + tf(cache) + (float_weight ? ", float>" : ">");
   }
   if (quant != RowNormQuant::kNone)
     return std::string("tileops::") + op_stem(op, quant) + head + std::to_string(rows) + ", " +
@@ -262,7 +262,7 @@ std::string RowNormSpec::describe() const {
          (quant == RowNormQuant::kNone ? ""
           : std::string(quant == RowNormQuant::kStatic ? ", static " : ", dynamic ") +
                 (qdtype == c10::ScalarType::Char ? "int8" : "float8_e4m3fn")) +
-         (op == RowNormOp::kLayerNorm ? (bias ? ", bias=yes" : ", bias=no") : "") +
+         (op == RowNormOp::kLayerNorm ? (bias ? (float_weight ? ", bias=float32" : ", bias=yes") : ", bias=no") : "") +
          ", vec=" + std::to_string(vec) + ", impl=" + row_norm_impl_name(impl) + ")";
 }
 
