@@ -136,7 +136,9 @@ def test_each_pairing_rule_fires(text, message):
 
 
 def test_generated_autograd_kernel_and_function():
-    text = emit_cpp.emit_registration(load_ops([os.path.join(ROOT, "manifests", "norm.yaml")], ROOT))
+    # elementwise.yaml too: the norm family's composites are made of its ops
+    text = emit_cpp.emit_registration(load_ops([os.path.join(ROOT, "manifests", f) for f in ("norm.yaml",
+                                                                                               "elementwise.yaml")], ROOT))
     fn = text[text.index("struct norm_rms_norm_fwd__Pair"):text.index("static at::Tensor norm_rms_norm_fwd__boundary")]
     # forward: below autograd to the forward op; saves what the backward reads; params by name
     assert "at::AutoDispatchBelowADInplaceOrView guard;" in fn
@@ -159,7 +161,8 @@ def test_validator_reports_a_broken_pairing(tmp_path):
     bad = tmp_path / "norm.yaml"
     bad.write_text(text.replace("autograd: {backward: RMSNormBwdOp}", "autograd: {backward: LayerNormBwdOp}"))
     out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "validate_manifest.py"), "--manifests",
-                          str(bad), "--library", ""], capture_output=True, text=True, timeout=300)
+                          str(bad), os.path.join(ROOT, "manifests", "elementwise.yaml"),  # the composites' ops
+                          "--library", ""], capture_output=True, text=True, timeout=300)
     assert out.returncode == 1
     assert ("norm.yaml:9: RMSNormFwdOp: autograd pairing: backward output 'dbias' is not d<input> of a forward "
             "input (x, weight)" in out.stderr), out.stderr
