@@ -39,12 +39,15 @@ def main(argv=None) -> int:
     ap.add_argument("--manifests", nargs="+", required=True)
     ap.add_argument("--kernels-root", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--registration-parts", type=int, default=1,
+                    help="translation units the registration is cut into (registration_<k>.cpp)")
     args = ap.parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(args.kernels_root)))  # repo root
     try:
         ops = load_ops(args.manifests, root)
-        files = {
-            "tileops_generated/registration.cpp": emit_cpp.emit_registration(ops),
+        parts = emit_cpp.emit_registration_parts(ops, max(1, args.registration_parts))
+        files = {f"tileops_generated/registration_{k}.cpp": text for k, text in enumerate(parts)}
+        files.update({
             "tileops_generated/op_table.cpp": emit_cpp.emit_op_table(ops),
             "tileops_generated/ops.h": emit_cpp.emit_ops_header(ops),
             "tileops_generated/composite.h": emit_cpp.emit_composite_header(ops),
@@ -52,7 +55,7 @@ def main(argv=None) -> int:
             "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
             "tileops_generated/workload_calls.cpp": emit_workloads.emit(ops),
             "docs/OPS.md": emit_docs.emit(ops),
-        }
+        })
     except (ManifestError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

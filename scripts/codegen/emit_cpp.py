@@ -1,8 +1,9 @@
 """Stage 3: emit C++ from the model records (never reads YAML).
 
 Outputs (all in the build folder):
-  registration.cpp  the one TORCH_LIBRARY block: per operator its def and its impls side by side,
-                    plus the generated checks, Meta kernels, boundaries and autograd guards
+  registration_<k>.cpp  the TORCH_LIBRARY block (k = 0) and its fragments: per operator its def and
+                    its impls side by side, plus the generated checks, Meta kernels, boundaries and
+                    autograd guards
   op_table.cpp      the op table: classes, operator names, compile_op_names, JSON for Python
   ops.h             op ids, input/output/param indices and typed call views for in-tree targets
 """
@@ -894,7 +895,25 @@ def _return_stmt(rets) -> str:
 
 
 def emit_registration(ops) -> str:
+    """Every implemented op's checks, boundary/Meta/autograd/composite functions and registration, in
+    one translation unit (emit_registration_parts splits the same text for a parallel build)."""
+    return _registration_unit(ops, [o for o in ops if o.status == "implemented"], primary=True)
+
+
+def emit_registration_parts(ops, parts: int) -> list[str]:
+    """The registration cut into `parts` translation units of about the same number of operators
+    (whole ops, in manifest order): the first holds TORCH_LIBRARY, the others TORCH_LIBRARY_FRAGMENT.
+    One unit was the longest compile of the build by far; the parts compile side by side."""
     impl = [o for o in ops if o.status == "implemented"]
+    total = sum(len(o.branches) for o in impl)
+    groups, done = [[] for _ in range(parts)], 0
+    for op in impl:
+        groups[min(parts - 1, done * parts // max(total, 1))].append(op)
+        done += len(op.branches)
+    return [_registration_unit(ops, g, primary=(k == 0)) for k, g in enumerate(groups)]
+
+
+def _registration_unit(ops, impl, primary: bool) -> str:
     out = [banner(o.path for o in ops),
            "#include <ATen/ATen.h>", "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
            "#include <torch/csrc/autograd/custom_function.h>",
@@ -915,8 +934,8 @@ def emit_registration(ops) -> str:
             else:
                 out += emit_factory(op, env, b) + [""]
     out += ["}  // namespace", "}  // namespace tileops::gen", "",
-            "// One registration unit: each operator's def and its impls side by side.",
-            "TORCH_LIBRARY(tileops, m) {"]
+            "// Each operator's def and its impls side by side.",
+            "TORCH_LIBRARY(tileops, m) {" if primary else "TORCH_LIBRARY_FRAGMENT(tileops, m) {"]
     for op in impl:
         for b in op.branches:
             name = op.operator_name(b)

@@ -345,3 +345,23 @@ def test_bad_reduce_shapes_and_dtype_or_are_refused_clearly(edit, message):
     old, new = edit
     assert old in REDUCE
     assert message in error_of(REDUCE.replace(old, new, 1))
+
+
+def test_registration_parts_define_every_operator_once_and_the_library_once():
+    ops = load_ops([os.path.join(HERE, "..", "..", "manifests", f) for f in ("norm.yaml", "elementwise.yaml")],
+                   os.path.join(HERE, "..", ".."))
+    whole = emit_cpp.emit_registration(ops)
+    parts = emit_cpp.emit_registration_parts(ops, 8)
+    assert len(parts) == 8
+    assert parts[0].count("TORCH_LIBRARY(tileops, m) {") == 1
+    assert all("TORCH_LIBRARY_FRAGMENT(tileops, m) {" in p and "TORCH_LIBRARY(tileops" not in p for p in parts[1:])
+    defs = [line for p in parts for line in p.splitlines() if line.startswith("  m.def(")]
+    assert sorted(defs) == sorted(line for line in whole.splitlines() if line.startswith("  m.def("))
+    assert len(set(defs)) == len(defs)
+    # whole ops in manifest order, about the same number of operators a part
+    sizes = [sum(line.startswith("  m.def(") for line in p.splitlines()) for p in parts]
+    assert max(sizes) <= 1.5 * min(sizes), sizes
+    for name in ("norm_rms_norm_fwd", "norm_rms_norm_fwd_out"):
+        (home,) = [p for p in parts if f'm.def("{name}(' in p]
+        assert f"{name}__boundary(" in home and f"{name}__meta(" in home
+    assert emit_cpp.emit_registration_parts(ops, 1)[0] == whole
