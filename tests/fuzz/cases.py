@@ -32,7 +32,8 @@ class Call:
     kwargs: dict
     oracle: Callable               # (args, kwargs) -> list of expected tensors; raises when the call is invalid
     results: Callable              # (args, returned) -> list of result tensors, in the oracle's order
-    dtypes: dict                   # arg index -> allowed dtypes (tuple) or index of the arg whose dtype it takes
+    dtypes: dict                   # arg index -> allowed dtypes (tuple), index of the arg whose dtype it takes,
+                                   # or a function of the args giving the allowed dtypes
     written: tuple = ()            # arg indices the op writes
     out: int | None = None         # arg index of out=
     expect_refusal: str = ""       # why the call must be refused ('' when it must succeed)
@@ -142,20 +143,33 @@ def first(r):
     return [r] if isinstance(r, torch.Tensor) else list(r)
 
 
+def x_or_float32(tied=None):
+    """A norm weight's (or bias') dtypes: x's (arg 0) or float32; the same as arg `tied` when it is given
+    (LayerNorm's weight and bias share one dtype)."""
+    def allowed(a):
+        want = {a[0].dtype, torch.float32} if isinstance(a[0], torch.Tensor) else set(FLOATS)
+        if tied is not None and isinstance(a[tied], torch.Tensor):
+            want &= {a[tied].dtype}
+        return tuple(want)
+    return allowed
+
+
 def draw_norm(rng, g, name):
     dt = rng.choice(FLOATS)
     ns = ns_of(rng)
     shape = lead(rng) + ns
     x = rand(rng, shape, dt, g)
-    w = rand(rng, ns, dt, g) if rng.random() < 0.7 else None
+    wt = torch.float32 if rng.random() < 0.3 else dt  # a float32 weight beside any x
+    w = rand(rng, ns, wt, g) if rng.random() < 0.7 else None
     eps = rng.choice([None, 1e-6, 0.1]) if name != "layer_norm" else rng.choice([1e-5, 1e-3])
     if name == "rms_norm_fwd":
         return Call("norm_rms_norm_fwd", [x, w, ns, eps], {}, lambda a, k: [rms64(a[0], a[2], a[1], a[3])],
-                    lambda a, r: first(r), {0: FLOATS, 1: 0})
+                    lambda a, r: first(r), {0: FLOATS, 1: x_or_float32()})
     if name == "layer_norm":
-        b = rand(rng, ns, dt, g) if rng.random() < 0.5 else None
+        b = rand(rng, ns, wt, g) if rng.random() < 0.5 else None
         return Call("norm_layer_norm_fwd", [x, w, b, ns, eps], {},
-                    lambda a, k: [ln64(a[0], a[3], a[1], a[2], a[4])], lambda a, r: first(r), {0: FLOATS, 1: 0, 2: 0})
+                    lambda a, k: [ln64(a[0], a[3], a[1], a[2], a[4])], lambda a, r: first(r),
+                    {0: FLOATS, 1: x_or_float32(tied=2), 2: x_or_float32(tied=1)})
     res = rand(rng, shape, dt, g)
     if w is not None and rng.random() < 0.3:
         w = rand(rng, ns, torch.float32, g)  # the fused add takes a float32 weight beside any x
@@ -172,12 +186,20 @@ def draw_norm(rng, g, name):
                 lambda a, r: [r, a[1]], {0: FLOATS, 1: 0, 2: w_rule}, written=(1,))
 
 
+def grad_dtypes(n):
+    """dx in dy's dtype, then the n - 1 weight/bias gradients in the weight's (dy's without one)."""
+    def dtypes(a):
+        w = a[2] if isinstance(a[2], torch.Tensor) else a[0]
+        return [a[0].dtype] + [w.dtype] * (n - 1)
+    return dtypes
+
+
 def draw_norm_bwd(rng, g, name):
     dt = rng.choice(FLOATS)
     ns = ns_of(rng)
     shape = lead(rng) + ns
     dy, x = rand(rng, shape, dt, g), rand(rng, shape, dt, g)
-    w = rand(rng, ns, dt, g) if rng.random() < 0.7 else None
+    w = rand(rng, ns, torch.float32 if rng.random() < 0.3 else dt, g) if rng.random() < 0.7 else None
     if name == "rms":
         eps = rng.choice([None, 1e-5])
         branch = rng.choice(["", "_without_dweight"])
@@ -185,16 +207,20 @@ def draw_norm_bwd(rng, g, name):
         def oracle(a, k):
             gx, gw, _ = norm_grads(lambda x64, w64, b64: rms64(x64, a[3], w64, a[4]), a[0], a[1], a[3], a[2])
             return [gx] if branch else [gx, gw]
-        return Call("norm_rms_norm_bwd" + branch, [dy, x, w, ns, eps], {}, oracle, lambda a, r: first(r),
-                    {0: FLOATS, 1: 0, 2: 0})
+        c = Call("norm_rms_norm_bwd" + branch, [dy, x, w, ns, eps], {}, oracle, lambda a, r: first(r),
+                 {0: FLOATS, 1: 0, 2: x_or_float32()})
+        c.out_dtype = grad_dtypes(1 if branch else 2)
+        return c
     eps = rng.choice([1e-5, 1e-3])
     branch = rng.choice(["", "_without_dbias", "_without_dweight", "_without_dbias_without_dweight"])
 
     def oracle(a, k):
         gx, gw, gb = norm_grads(lambda x64, w64, b64: F.layer_norm(x64, a[3], w64, b64, a[4]), a[0], a[1], a[3], a[2])
         return [gx] + ([gw] if "dweight" not in branch else []) + ([gb] if "dbias" not in branch else [])
-    return Call("norm_layer_norm_bwd" + branch, [dy, x, w, ns, eps], {}, oracle, lambda a, r: first(r),
-                {0: FLOATS, 1: 0, 2: 0})
+    c = Call("norm_layer_norm_bwd" + branch, [dy, x, w, ns, eps], {}, oracle, lambda a, r: first(r),
+             {0: FLOATS, 1: 0, 2: x_or_float32()})
+    c.out_dtype = grad_dtypes(1 + ("dweight" not in branch) + ("dbias" not in branch))
+    return c
 
 
 UNARY = {"relu": torch.relu, "silu": F.silu, "gelu": None, "sigmoid": torch.sigmoid}

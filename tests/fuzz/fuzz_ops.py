@@ -50,7 +50,7 @@ def _why_invalid(c, args) -> str:
             continue
         if isinstance(rule, int) and (rule >= len(args) or not isinstance(args[rule], torch.Tensor)):
             continue
-        want = (args[rule].dtype,) if isinstance(rule, int) else rule
+        want = rule(args) if callable(rule) else (args[rule].dtype,) if isinstance(rule, int) else rule
         if t.dtype not in want:
             return f"dtype of arg {i}"
     if len({t.device for t in tensors}) > 1:
@@ -65,7 +65,7 @@ def _result_dtype(c, args):
     if hasattr(c, "out_dtype"):
         return c.out_dtype(args)
     for i, rule in c.dtypes.items():
-        if not isinstance(rule, int) and rule != (torch.int64,):
+        if not isinstance(rule, int) and not callable(rule) and rule != (torch.int64,):
             return args[i].dtype
     return torch.float32
 
@@ -92,10 +92,11 @@ def run_one(c) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001
         return "accepted_bad", f"the oracle refuses it: {type(e).__name__}: {str(e)[:200]}"
     got = c.results(c.args, ret)
-    dt = _result_dtype(c, before)
+    dts = _result_dtype(c, before)  # one dtype for every result, or a list of them
     if len(got) != len(want):
         return "wrong", f"{len(got)} results, want {len(want)}"
     for k, (g_, w) in enumerate(zip(got, want)):
+        dt = dts[k] if isinstance(dts, (list, tuple)) else dts
         if tuple(g_.shape) != tuple(w.shape) or g_.dtype != dt:
             return "wrong", f"result {k}: {tuple(g_.shape)} {g_.dtype}, want {tuple(w.shape)} {dt}"
         if meta:
