@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,32 @@ TEST(ElementwisePlan, RoundingModeIsPartOfTheIdentity) {
   }
   EXPECT_NE(names[0], names[1]);
   EXPECT_NE(names[1].find("__mfloor"), std::string::npos) << names[1];
+}
+
+// An integer Scalar the compute type cannot hold is refused as torch refuses it (not wrapped), named
+// by op and param; uint8 takes -255..255 and wraps, as in torch.
+TEST(ElementwisePlan, IntegerScalarsThatOverflowAreRefused) {
+  const int clamp = entry("ClampScalarFwdOp");
+  auto plan = [&](c10::ScalarType dt, int64_t lo) {
+    const std::vector<at::Tensor> in{at::ones({8, 16}, at::TensorOptions().dtype(dt))};
+    const std::vector<at::Tensor> out{at::empty({8, 16}, at::TensorOptions().dtype(dt))};
+    const std::vector<tileops::ParamValue> params{tileops::ParamValue::integer(lo), tileops::ParamValue()};
+    const tileops::OpCall call{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, params};
+    return tileops::nvrtc::ew_problem(clamp, call);
+  };
+  try {
+    plan(c10::kChar, -300);
+    FAIL() << "min=-300 for int8 was accepted";
+  } catch (const c10::Error& err) {
+    const std::string msg = err.what_without_backtrace();
+    EXPECT_NE(msg.find("tileops::elementwise_clamp_scalar_fwd: 'min' = -300"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cannot be converted to type int8_t without overflow"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(plan(c10::kInt, int64_t{1} << 31), c10::Error);
+  EXPECT_THROW(plan(c10::kByte, -256), c10::Error);
+  EXPECT_NO_THROW(plan(c10::kByte, -1));
+  EXPECT_NO_THROW(plan(c10::kChar, -128));
+  EXPECT_NO_THROW(plan(c10::kLong, std::numeric_limits<int64_t>::min()));
 }
 
 // None stands for a value the engine puts in: a bound that never binds; the kernel is the same.

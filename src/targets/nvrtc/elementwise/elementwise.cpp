@@ -290,6 +290,22 @@ void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, c1
   TORCH_CHECK_TYPE(!is_real || !int_compute || c == c10::ScalarType::Bool, op_name, ": '", e.param_names[j],
                    "' is a float (", d, ") but the op computes in ", c10::toString(c),
                    " for these integer inputs; pass an integer (as torch refuses a float alpha for integer tensors)");
+  if (int_compute && c != c10::ScalarType::Bool && v.kind() == ParamValue::Kind::Int) {
+    // A given integer that the compute type cannot hold is refused with torch's rule and words (its
+    // checked Scalar conversion: uint8 takes -255..255 and wraps). Checked here, not by calling c10's
+    // conversion: an exception thrown inside libc10 crashed the process on torch 2.11.
+    int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+    const char* type = "int64_t";
+    switch (c) {
+      case c10::ScalarType::Byte: lo = -255, hi = 255, type = "uint8_t"; break;
+      case c10::ScalarType::Char: lo = -128, hi = 127, type = "int8_t"; break;
+      case c10::ScalarType::Short: lo = -32768, hi = 32767, type = "int16_t"; break;
+      case c10::ScalarType::Int: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(), type = "int"; break;
+      default: break;
+    }
+    TORCH_CHECK(i >= lo && i <= hi, op_name, ": '", e.param_names[j], "' = ", i, ": value cannot be converted to type ",
+                type, " without overflow (the op computes in ", c10::toString(c), " for these inputs)");
+  }
   switch (c) {
     case c10::ScalarType::Float: { const float f = static_cast<float>(d); std::memcpy(dst, &f, 4); break; }
     case c10::ScalarType::Double: std::memcpy(dst, &d, 8); break;
