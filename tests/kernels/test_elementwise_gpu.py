@@ -106,6 +106,17 @@ def test_clamp_scalar_one_bound_and_signed_zeros(lo, hi, dtype):
         close(torch.ops.tileops.elementwise_clamp_max_fwd(x, hi), torch.clamp_max(x, hi))
 
 
+def test_integer_scalars_that_overflow_are_refused_as_torch_does():
+    x = torch.arange(-50, 50, device="cuda", dtype=torch.int8)
+    with pytest.raises(RuntimeError, match="'min' = -300.*int8_t without overflow"):
+        torch.ops.tileops.elementwise_clamp_scalar_fwd(x, min=-300)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.clamp(x, min=-300)  # torch refuses the same call
+    u = torch.arange(0, 200, device="cuda", dtype=torch.uint8)
+    # uint8 takes -255..255 and wraps, as torch does
+    assert torch.equal(torch.ops.tileops.elementwise_clamp_min_fwd(u, -1), torch.clamp_min(u, -1))
+
+
 @pytest.mark.parametrize("op,kw", [
     ("elementwise_clamp_scalar_fwd", dict(min=NAN, max=1.0)), ("elementwise_clamp_scalar_fwd", dict(min=NAN)),
     ("elementwise_clamp_scalar_fwd", dict(max=NAN)), ("elementwise_clamp_min_fwd", dict(min=NAN)),
