@@ -92,6 +92,17 @@ def test_dtype_casts_first_on_gpu(scan):
                 check(scan, scan.op(x, dim, dtype=dtype), x, dim, dtype)
 
 
+def test_chained_rows_of_thousands_of_tiles():
+    # one row of 2^24 elements: 4096 tiles of the chained kernel waiting on each other in turn
+    x = torch.randint(-3, 4, (1 << 24,), device="cuda", dtype=torch.int32)
+    check(CUMS[0], CUMS[0].op(x, 0), x, 0)
+    f = sample(CUMS[0], (2, 1 << 22), torch.bfloat16, device="cuda")
+    check(CUMS[0], CUMS[0].op(f, 1, dtype=torch.float32), f, 1, torch.float32)
+    for scan in SCANS:  # rows of many tiles whose length is no multiple of a tile, odd row counts
+        x = sample(scan, (3, 123457 * 8), torch.float32, device="cuda")
+        check(scan, scan.op(x, 1), x, 1)
+
+
 def test_integer_wrap_equals_torch_on_gpu():
     x = torch.randint(-100, 100, (4, 70000), device="cuda", dtype=torch.int32)
     for dtype in (torch.int8, torch.int16, torch.int32, torch.int64):

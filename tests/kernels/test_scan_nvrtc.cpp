@@ -27,7 +27,7 @@ void expect_compiles(const ScanProblem& q, const char* arch, bool split) {
   const auto spec = tileops::nvrtc::plan_scan(q, tileops::nvrtc::named_device_facts(arch));
   ASSERT_EQ(spec.split, split) << spec.describe();
   const auto sources = spec.sources();
-  ASSERT_EQ(sources.size(), !spec.split ? 1u : spec.impl == ScanImpl::kRows ? 2u : 3u);  // columns: carries pass
+  ASSERT_EQ(sources.size(), !spec.split || spec.impl == ScanImpl::kRows ? 1u : 3u);  // split columns: 3 passes
   for (const auto& src : sources) {
     const auto cubin = tileops::jit::compile_to_cubin(src);
     ASSERT_GT(cubin.image.size(), 4u) << src.name;
@@ -133,9 +133,29 @@ TEST(ScanPlan, SegmentsForShortRowsCtasForLongOnesSlicesForFewRowsOrColumns) {
   EXPECT_EQ(plan_scan(problem(ScanOp::Sum, bf, bf, 1, 8192, 8190), dev).vec, 2);
 }
 
+// Split rows take the chained kernel: tiles of up to 4 chunks held in registers, fewer where the
+// accumulators are wide (at most 32 words a thread), and the look-back's state sized for them.
+TEST(ScanPlan, ChainedRowTilesAndState) {
+  const auto dev = h200();
+  using tileops::nvrtc::plan_scan;
+  const auto bf = plan_scan(problem(ScanOp::Sum, c10::kBFloat16, c10::kBFloat16, 1, int64_t{1} << 26, 1), dev);
+  ASSERT_TRUE(bf.split);
+  EXPECT_EQ(tileops::nvrtc::scan_chain_chunks(bf), 4);
+  EXPECT_EQ(tileops::nvrtc::scan_chain_tiles(bf, int64_t{1} << 26), (int64_t{1} << 26) / (256 * 4 * 8));
+  EXPECT_EQ(tileops::nvrtc::scan_chain_tiles(bf, 8), 1);
+  const auto wide = plan_scan(problem(ScanOp::Sum, c10::kBool, c10::kLong, 2, 1 << 22, 1), dev);
+  ASSERT_TRUE(wide.split);
+  EXPECT_EQ(wide.vec, 16);
+  EXPECT_EQ(tileops::nvrtc::scan_chain_chunks(wide), 1);  // 16 int64 accumulators a chunk already
+  const int64_t tiles = tileops::nvrtc::scan_chain_tiles(wide, 1 << 22);
+  EXPECT_EQ(tiles, (1 << 22) / (256 * 16));
+  // flags (4 bytes, padded to 16), aggregates and inclusive prefixes (8 bytes each), the counter
+  EXPECT_EQ(tileops::nvrtc::scan_chain_state_bytes(wide, 2, 1 << 22), (2 * tiles * 4 + 15) / 16 * 16 + 2 * 2 * tiles * 8 + 8);
+}
+
 TEST(ScanPlan, NameCarriesTheIdentity) {
   const auto s = tileops::nvrtc::plan_scan(problem(ScanOp::Prod, c10::kHalf, c10::kFloat, 4, 1 << 20, 1), h200());
-  EXPECT_EQ(s.name(), "scan_rows__cumprod__f16_f32__v8_t256_r1__split__sm_90a");
+  EXPECT_EQ(s.name(), "scan_rows_chained__cumprod__f16_f32__v8_t256_c4__sm_90a");
   const auto t = tileops::nvrtc::plan_scan(problem(ScanOp::Sum, c10::kBool, c10::kLong, 8, 16, 64), h200());
   EXPECT_EQ(t.name(), "scan_cols__cumsum__b8_i64__v16__sm_90a");
   const auto u = tileops::nvrtc::plan_scan(problem(ScanOp::LogSumExp, c10::kDouble, c10::kDouble, 8, 6, 1), h200());

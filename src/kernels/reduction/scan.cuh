@@ -7,8 +7,9 @@
 // rows require N % VEC == 0, VEC-aligned x and y pointers; columns I % VEC == 0):
 //  - scan_rows (I == 1): TPR threads a row, ROWS rows a CTA. The row is walked in chunks of TPR * VEC
 //    elements: each thread scans its VEC elements, the group scans the thread totals (shuffles, then
-//    shared memory across warps) and a carry crosses chunks. SPLIT: the `splits` CTAs of a row each
-//    scan a slice, starting from the combined totals of the slices before it (scan_row_totals).
+//    shared memory across warps) and a carry crosses chunks.
+//  - scan_rows_chained (I == 1, few long rows): tiles of a row scanned by CTAs side by side in one
+//    pass, each taking the prefix of the tiles before it by a decoupled look-back.
 //  - scan_cols (I > 1): a thread owns VEC adjacent columns and walks n sequentially (a warp reads
 //    32 * VEC adjacent elements of a row of x: coalesced). SPLIT: n is cut into `splits` slices,
 //    each starting from the totals of the slices before it (scan_col_totals, then scan_col_carries).
@@ -155,41 +156,21 @@ __device__ __forceinline__ A group_exclusive(A total, int t, A* warp_sums, A& gr
   }
 }
 
-// The combination of v over the TPR threads of a group (every thread gets it).
-template <int OP, int TPR, typename A> __device__ __forceinline__ A group_total(A v, int t, A* warp_sums) {
-  A total;
-  group_exclusive<OP, TPR>(v, t, warp_sums, total);
-  return total;
-}
-
 }  // namespace scan_detail
 
-// I == 1: row m of x is x[m*N, (m+1)*N). grid: ceil(M / ROWS) CTAs (SPLIT: M * splits, CTA m*splits + s
-// scanning vectors [s*per, (s+1)*per) of row m) of TPR * ROWS threads.
-template <typename T, typename Y, int OP, int VEC, int TPR, int ROWS, bool SPLIT>
-__global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x, Y* __restrict__ y,
-                                                        const void* __restrict__ totals, long long M, long long N,
-                                                        int splits) {
+// I == 1: row m of x is x[m*N, (m+1)*N). grid: ceil(M / ROWS) CTAs of TPR * ROWS threads.
+template <typename T, typename Y, int OP, int VEC, int TPR, int ROWS>
+__global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x, Y* __restrict__ y, long long M,
+                                                        long long N) {
   using A = typename scan_detail::Acc<Y>::type;
   constexpr int kWarps = TPR > 32 ? TPR / 32 : 1;
   __shared__ A all_warp_sums[ROWS * kWarps];
   const int t = threadIdx.x % TPR, r = threadIdx.x / TPR;
   A* warp_sums = all_warp_sums + r * kWarps;  // each row's own: rows of 64+ threads share a CTA
-  const long long m = SPLIT ? blockIdx.x / splits : static_cast<long long>(blockIdx.x) * ROWS + r;
-  const int split = SPLIT ? blockIdx.x % splits : 0;
+  const long long m = static_cast<long long>(blockIdx.x) * ROWS + r;
   const bool valid = m < M;  // rows past M still shuffle with their warp
-  const long long vecs = N / VEC;
-  const long long per = SPLIT ? (vecs + splits - 1) / splits : vecs;
-  const long long begin = split * per;
-  const long long end = begin + per < vecs ? begin + per : vecs;
+  const long long begin = 0, end = N / VEC;
   A carry = scan_detail::identity<OP, A>();
-  if constexpr (SPLIT) {  // the totals of the slices before this one
-    const A* tot = reinterpret_cast<const A*>(totals) + m * splits;
-    A c = scan_detail::identity<OP, A>();
-    for (int j = t; j < split; j += TPR) c = scan_detail::combine<OP>(c, tot[j]);
-    carry = scan_detail::group_total<OP, TPR>(c, t, warp_sums);
-    __syncthreads();
-  }
   const Vec<T, VEC>* row = reinterpret_cast<const Vec<T, VEC>*>(x + (valid ? m : 0) * N);
   Y* out = y + (valid ? m : 0) * N;
   // The next chunk's vector is loaded before this chunk is scanned: one load always in flight.
@@ -221,38 +202,101 @@ __global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x,
   }
 }
 
-// The first pass of a split row scan: totals[m * splits + s] = the combination of slice s of row m.
-template <typename T, typename Y, int OP, int VEC, int TPR>
-__global__ void __launch_bounds__(TPR) scan_row_totals(const T* __restrict__ x, void* __restrict__ totals, long long N,
-                                                        int splits) {
+// Few long rows (the split plan): one pass, tiles of TPR * IPT vectors claimed in order (tile k of
+// the call: row k / tiles, tile k % tiles of that row, from an atomic counter, so every tile before
+// it in its row is running or done: waiting on one cannot deadlock). A tile scans its vectors held in
+// registers (IPT chunks, each as scan_rows's), publishes its aggregate, then thread 0 looks back:
+// tiles that published their inclusive prefix end the walk, aggregates are combined on the way; it
+// publishes its own inclusive prefix and the tile writes y from the prefix before it. x is read once.
+// state: flag[M * tiles] (int, 0 on entry), agg[M * tiles], incl[M * tiles] (A), counter (long long,
+// 0 on entry), laid out by scan_chain_state_bytes on the host. grid: M * tiles CTAs of TPR threads.
+template <typename T, typename Y, int OP, int VEC, int TPR, int IPT>
+__global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x, Y* __restrict__ y,
+                                                         void* __restrict__ state, long long M, long long N,
+                                                         long long tiles) {
   using A = typename scan_detail::Acc<Y>::type;
   __shared__ A warp_sums[TPR > 32 ? TPR / 32 : 1];
+  __shared__ long long s_tile;
+  __shared__ A s_prefix;
   const int t = threadIdx.x;
-  const long long m = blockIdx.x / splits;
-  const int split = blockIdx.x % splits;
+  const long long total = M * tiles;
+  int* flag = reinterpret_cast<int*>(state);
+  A* agg = reinterpret_cast<A*>(reinterpret_cast<char*>(state) + ((total * sizeof(int) + 15) / 16) * 16);
+  A* incl = agg + total;
+  unsigned long long* counter = reinterpret_cast<unsigned long long*>(incl + total);
+  if (t == 0) s_tile = static_cast<long long>(atomicAdd(counter, 1ull));
+  __syncthreads();
+  const long long tile = s_tile;
+  const long long m = tile / tiles, k = tile % tiles;
   const long long vecs = N / VEC;
-  const long long per = (vecs + splits - 1) / splits;
-  const long long begin = split * per;
-  const long long end = begin + per < vecs ? begin + per : vecs;
+  const long long begin = k * TPR * IPT;
   const Vec<T, VEC>* row = reinterpret_cast<const Vec<T, VEC>*>(x + m * N);
-  A acc = scan_detail::identity<OP, A>();
-  long long k = begin + t;
-  for (; k + 3 * TPR < end; k += 4 * TPR) {  // four loads in flight a thread
-    Vec<T, VEC> v[4];
+  Y* out = y + m * N;
+
+  Vec<T, VEC> v[IPT];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = row[k + u * TPR];
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) acc = scan_detail::combine<OP>(acc, scan_detail::element<T, Y, A>(v[u].v[e]));
+  for (int i = 0; i < IPT; ++i) {  // every load in flight before the first use
+    const long long c = begin + i * TPR + t;
+    if (c < vecs) v[i] = row[c];
   }
-  for (; k < end; k += TPR) {
-    const Vec<T, VEC> v = row[k];
+  A p[IPT][VEC];
+  A carry = scan_detail::identity<OP, A>();
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) acc = scan_detail::combine<OP>(acc, scan_detail::element<T, Y, A>(v.v[e]));
+  for (int i = 0; i < IPT; ++i) {
+    const bool here = begin + i * TPR + t < vecs;
+    A run = scan_detail::identity<OP, A>();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (here) run = scan_detail::combine<OP>(run, scan_detail::element<T, Y, A>(v[i].v[e]));
+      p[i][e] = run;
+    }
+    A chunk_total;
+    const A before = scan_detail::group_exclusive<OP, TPR>(run, t, warp_sums, chunk_total);
+    const A prefix = scan_detail::combine<OP>(carry, before);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) p[i][e] = scan_detail::combine<OP>(prefix, p[i][e]);
+    carry = scan_detail::combine<OP>(carry, chunk_total);
+    if constexpr (TPR > 32) __syncthreads();  // warp_sums is rewritten by the next chunk
   }
-  const A total = scan_detail::group_total<OP, TPR>(acc, t, warp_sums);
-  if (t == 0) reinterpret_cast<A*>(totals)[blockIdx.x] = total;
+
+  if (t == 0) {
+    const long long at = m * tiles + k;
+    A before = scan_detail::identity<OP, A>();
+    if (k == 0) {
+      incl[at] = carry;
+      __threadfence();
+      atomicExch(flag + at, 2);
+    } else {
+      agg[at] = carry;
+      __threadfence();
+      atomicExch(flag + at, 1);
+      for (long long j = at - 1;; --j) {
+        int f;
+        while ((f = atomicAdd(flag + j, 0)) == 0) {
+        }
+        __threadfence();
+        const A seen = f == 2 ? *reinterpret_cast<volatile A*>(incl + j) : *reinterpret_cast<volatile A*>(agg + j);
+        before = scan_detail::combine<OP>(seen, before);
+        if (f == 2) break;
+      }
+      incl[at] = scan_detail::combine<OP>(before, carry);
+      __threadfence();
+      atomicExch(flag + at, 2);
+    }
+    s_prefix = before;
+  }
+  __syncthreads();
+  const A before = s_prefix;
+#pragma unroll
+  for (int i = 0; i < IPT; ++i) {
+    const long long c = begin + i * TPR + t;
+    if (c < vecs) {
+      Y o[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) o[e] = scan_detail::narrow<Y>(scan_detail::combine<OP>(before, p[i][e]));
+      scan_detail::store_vec<Y, VEC>(out + c * VEC, o);
+    }
+  }
 }
 
 // I > 1: thread g of the M * I / VEC threads owns columns (m, i .. i + VEC) and walks n in

@@ -70,38 +70,52 @@ std::string types_of(const ScanSpec& s) {
 }  // namespace
 
 std::string ScanSpec::name() const {
-  std::string n = std::string("scan_") + (impl == ScanImpl::kRows ? "rows" : "cols") + "__" + scan_op_name(op) + "__" +
-                  type_part(*this) + "__v" + std::to_string(vec);
+  const bool chained = impl == ScanImpl::kRows && split;
+  std::string n = std::string("scan_") + (impl == ScanImpl::kRows ? (chained ? "rows_chained" : "rows") : "cols") +
+                  "__" + scan_op_name(op) + "__" + type_part(*this) + "__v" + std::to_string(vec);
+  if (chained) return n + "_t" + std::to_string(tpr) + "_c" + std::to_string(scan_chain_chunks(*this)) + "__" + arch;
   if (impl == ScanImpl::kRows) n += "_t" + std::to_string(tpr) + "_r" + std::to_string(rows);
   return n + (split ? "__split" : "") + "__" + arch;
 }
 
 std::vector<jit::KernelSource> ScanSpec::sources() const {
-  const std::string split_arg = split ? "true>" : "false>";
-  const std::string expr =
-      impl == ScanImpl::kRows
-          ? "tileops::scan_rows<" + types_of(*this) + ", " + std::to_string(tpr) + ", " + std::to_string(rows) + ", " +
-                split_arg
-          : "tileops::scan_cols<" + types_of(*this) + ", " + split_arg;
+  if (impl == ScanImpl::kRows) {
+    const std::string expr =
+        split ? "tileops::scan_rows_chained<" + types_of(*this) + ", " + std::to_string(tpr) + ", " +
+                    std::to_string(scan_chain_chunks(*this)) + ">"
+              : "tileops::scan_rows<" + types_of(*this) + ", " + std::to_string(tpr) + ", " + std::to_string(rows) + ">";
+    return {make_source(name(), "reduction/scan.cuh", expr, arch)};
+  }
+  const std::string expr = "tileops::scan_cols<" + types_of(*this) + ", " + (split ? "true>" : "false>");
   std::vector<jit::KernelSource> out{make_source(name(), "reduction/scan.cuh", expr, arch)};
   if (split) {
-    const std::string totals =
-        impl == ScanImpl::kRows ? "tileops::scan_row_totals<" + types_of(*this) + ", " + std::to_string(tpr) + ">"
-                                : "tileops::scan_col_totals<" + types_of(*this) + ">";
-    out.push_back(make_source(std::string("scan_") + (impl == ScanImpl::kRows ? "row" : "col") + "_totals__" +
-                                  scan_op_name(op) + "__" + type_part(*this) + "__v" + std::to_string(vec) +
-                                  (impl == ScanImpl::kRows ? "_t" + std::to_string(tpr) : "") + "__" + arch,
-                              "reduction/scan.cuh", totals, arch));
-    if (impl == ScanImpl::kCols) {
-      out.push_back(make_source(std::string("scan_col_carries__") + scan_op_name(op) + "__" +
-                                    short_type_name(y_dtype) + "__" + arch,
-                                "reduction/scan.cuh",
-                                std::string("tileops::scan_col_carries<") + kernel_type_name(y_dtype) + ", " +
-                                    std::to_string(static_cast<int>(op)) + ">",
-                                arch));
-    }
+    out.push_back(make_source(std::string("scan_col_totals__") + scan_op_name(op) + "__" + type_part(*this) + "__v" +
+                                  std::to_string(vec) + "__" + arch,
+                              "reduction/scan.cuh", "tileops::scan_col_totals<" + types_of(*this) + ">", arch));
+    out.push_back(make_source(std::string("scan_col_carries__") + scan_op_name(op) + "__" + short_type_name(y_dtype) +
+                                  "__" + arch,
+                              "reduction/scan.cuh",
+                              std::string("tileops::scan_col_carries<") + kernel_type_name(y_dtype) + ", " +
+                                  std::to_string(static_cast<int>(op)) + ">",
+                              arch));
   }
   return out;
+}
+
+int scan_chain_chunks(const ScanSpec& s) {
+  const int words = std::max(1, s.vec * scan_acc_bytes(s.y_dtype) / 4);  // accumulators a chunk holds a thread
+  return std::clamp(kScanTable.chained_words / words, 1, kScanTable.chained_chunks);
+}
+
+int64_t scan_chain_tiles(const ScanSpec& s, int64_t N) {
+  const int64_t per_tile = int64_t{s.tpr} * scan_chain_chunks(s);
+  return std::max<int64_t>(1, (N / s.vec + per_tile - 1) / per_tile);
+}
+
+int64_t scan_chain_state_bytes(const ScanSpec& s, int64_t M, int64_t N) {
+  const int64_t total = M * scan_chain_tiles(s, N);
+  // flags (int, padded to 16 bytes), aggregates, inclusive prefixes, the counter: as scan_rows_chained reads them
+  return (total * 4 + 15) / 16 * 16 + 2 * total * scan_acc_bytes(s.y_dtype) + 8;
 }
 
 std::string ScanSpec::describe() const {
@@ -205,23 +219,27 @@ class ScanKernel final : public Kernel {
     void* yp = y.mutable_data_ptr();
     long long M = g.M, N = g.N, I = g.I;
     const ScanProblem q{s_.op, s_.x_dtype, s_.y_dtype, g.M, g.N, g.I, s_.vec};
-    int splits = s_.split ? scan_splits(q, dev_) : 1;
     at::Tensor ws;
     void* wsp = nullptr;
-    if (s_.split) {
-      ws = at::empty({M * I * splits * scan_acc_bytes(s_.y_dtype)}, x.options().dtype(at::kByte));
-      wsp = ws.mutable_data_ptr();
-    }
-    const void* wsc = wsp;
     if (s_.impl == ScanImpl::kRows) {
       if (s_.split) {
-        void* targs[] = {&xp, &wsp, &N, &splits};
-        nvrtc::launch(k_[1], static_cast<unsigned>(M * splits), s_.tpr, 0, targs);
+        // The look-back's flags and tile counter start at zero: one memset of the state.
+        ws = at::zeros({scan_chain_state_bytes(s_, M, N)}, x.options().dtype(at::kByte));
+        wsp = ws.mutable_data_ptr();
+        long long tiles = scan_chain_tiles(s_, N);
+        void* args[] = {&xp, &yp, &wsp, &M, &N, &tiles};
+        nvrtc::launch(k_[0], static_cast<unsigned>(M * tiles), s_.tpr, 0, args);
+        return;
       }
-      const long long ctas = s_.split ? M * splits : (M + s_.rows - 1) / s_.rows;
-      void* args[] = {&xp, &yp, &wsc, &M, &N, &splits};
-      nvrtc::launch(k_[0], static_cast<unsigned>(ctas), s_.threads(), 0, args);
+      void* args[] = {&xp, &yp, &M, &N};
+      nvrtc::launch(k_[0], static_cast<unsigned>((M + s_.rows - 1) / s_.rows), s_.threads(), 0, args);
     } else {
+      int splits = s_.split ? scan_splits(q, dev_) : 1;
+      if (s_.split) {
+        ws = at::empty({M * I * splits * scan_acc_bytes(s_.y_dtype)}, x.options().dtype(at::kByte));
+        wsp = ws.mutable_data_ptr();
+      }
+      const void* wsc = wsp;
       const long long xblocks = (M * (I / s_.vec) + 255) / 256;
       if (s_.split) {
         void* targs[] = {&xp, &wsp, &M, &N, &I, &splits};

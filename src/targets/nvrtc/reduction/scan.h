@@ -1,8 +1,9 @@
 // The scans on the nvrtc target (CumsumFwdOp, CumprodFwdOp, LogCumSumExpFwdOp): one engine (src/kernels/reduction/scan.cuh).
 // A call's x is seen as [M, N, I] (outer, scanned, inner): rows (I == 1) scan along contiguous memory,
 // columns (I > 1) walk n with threads over the inner index; neither copies x. Few rows or columns for
-// the device split n into slices: a first pass writes each slice's total (columns: a middle pass turns
-// them into each slice's carry), the scan pass starts each slice from the totals before it.
+// the device split n: rows into tiles scanned in one pass, each taking the prefix of the tiles before
+// it (decoupled look-back); columns into slices, a first pass writing each slice's total and a middle
+// pass turning them into carries before the scan pass.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -36,6 +37,8 @@ struct ScanTable {
   int min_split_chunks = 4;  // chunks (TPR * VEC elements) of a row slice at least
   int min_split_rows = 64;   // n a column slice at least
   int max_splits = 1024;
+  int chained_chunks = 4;    // chunks (cta_threads vectors) a tile of a chained row scan holds in registers, at most
+  int chained_words = 32;    // and at most this many 4-byte accumulator words a thread
 };
 constexpr ScanTable kScanTable{};
 
@@ -62,14 +65,14 @@ struct ScanSpec {
   int vec;     // elements an access (along n for rows, along i for columns)
   int tpr;     // kRows: threads a row (power of two)
   int rows;    // kRows: rows a CTA
-  bool split;  // a first pass writes slice totals (splits is a launch argument)
+  bool split;  // rows: the chained one-pass kernel; columns: a first pass writes slice totals
   std::string arch;
 
   bool operator==(const ScanSpec& o) const;
   size_t hash() const;
   int threads() const { return impl == ScanImpl::kRows ? tpr * rows : kScanTable.cta_threads; }
   std::string name() const;
-  // The scan pass, then (split) the totals pass and, for columns, the carries pass.
+  // The scan pass, then (split columns) the totals pass and the carries pass.
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
@@ -79,5 +82,10 @@ ScanSpec plan_scan(const ScanProblem& q, const DeviceFacts& dev, const Tuning& t
 int scan_splits(const ScanProblem& q, const DeviceFacts& dev);
 // Bytes of one accumulator (a slice total): 4 (float), 8 (double, int64).
 int scan_acc_bytes(c10::ScalarType y_dtype);
+// Tiles a row of a chained row scan is cut into, and the bytes of the state its look-back shares
+// (flags, aggregates, inclusive prefixes, the tile counter; zeroed before the launch).
+int scan_chain_chunks(const ScanSpec& s);
+int64_t scan_chain_tiles(const ScanSpec& s, int64_t N);
+int64_t scan_chain_state_bytes(const ScanSpec& s, int64_t M, int64_t N);
 
 }  // namespace tileops::nvrtc
