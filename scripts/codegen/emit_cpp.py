@@ -178,7 +178,7 @@ def emit_shapes_struct(op: Op, env: Env) -> list[str]:
         lines.append("  c10::SymDimVector broadcast;  // broadcast_shapes() of the inputs")
     if any(isinstance(i.shape, exprs.ShapeList) and any(isinstance(d, exprs.Ellipsis_) for d in i.shape.dims)
            for i in op.inputs):
-        lines.append("  c10::SymIntArrayRef ellipsis;  // leading dims matched by '...'")
+        lines.append("  c10::SymIntArrayRef ellipsis;  // the dims matched by '...'")
         lines.append("  bool ellipsis_bound = false;")
     for inp in op.inputs:
         if isinstance(inp.shape, exprs.ShapeList):
@@ -260,13 +260,15 @@ def emit_input_shape(op: Op, env: Env, inp, bound: set[str]) -> list[str]:
            f"  auto where = [&]() {{ return {emit_where(op, env, names, bound)}; }};",
            f"  if (static_cast<int64_t>(sz.size()) {'<' if has_ell else '!='} fixed)",
            f"    tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where(), sz);",
-           f"  size_t k = {'sz.size() - fixed' if has_ell else '0'};"]
+           "  size_t k = 0;"]
     for d in dims:
-        if isinstance(d, exprs.Ellipsis_):
-            out += ["  if (!s.ellipsis_bound) { s.ellipsis = sz.slice(0, k); s.ellipsis_bound = true; }",
-                    "  else if (s.ellipsis != sz.slice(0, k))",
+        if isinstance(d, exprs.Ellipsis_):  # the first or the last dim: the dims the others leave
+            out += ["  const size_t n_ell = sz.size() - fixed;",
+                    "  if (!s.ellipsis_bound) { s.ellipsis = sz.slice(k, n_ell); s.ellipsis_bound = true; }",
+                    "  else if (s.ellipsis != sz.slice(k, n_ell))",
                     f"    tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where() + "
-                    f"tileops::check::describe(\"...\", s.ellipsis), sz);"]
+                    f"tileops::check::describe(\"...\", s.ellipsis), sz);",
+                    "  k += n_ell;"]
         elif isinstance(d, exprs.Splice):
             out += [f"  for (size_t i = 0; i < {d.param}.size(); ++i)",
                     f"    if (sz[k + i] != {d.param}[i]) tileops::check::fail_shape(kOp, {cpp_str(inp.name)}, {spec}, where(), sz);",
@@ -306,23 +308,42 @@ def emit_dtype_check(op: Op, name: str, rule, t: str) -> list[str]:
     return []  # promote_int_to_float describes outputs
 
 
+def _condition(op: Op, env: Env, c) -> str:
+    if isinstance(c, exprs.Not):
+        return f"!{_condition(op, env, c.cond)}"
+    if isinstance(c, exprs.Given):  # a nullable param or an optional input
+        return f"{c.param}.has_value()" if op.param(c.param) is not None else f"tileops::check::present({c.param})"
+    if isinstance(c, exprs.Flag):
+        return c.param
+    return f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})"
+
+
 def emit_rule(op: Op, env: Env, rule) -> list[str]:
-    if not isinstance(rule.node, exprs.Cmp):  # given(p) [or ...]: holds when one condition does
+    if not isinstance(rule.node, exprs.Cmp):  # given(p), a bool param [or ...]: holds when one condition does
         conds = rule.node.conds if isinstance(rule.node, exprs.Or) else (rule.node,)
-        parts = []
-        for c in conds:
-            if isinstance(c, exprs.Given):
-                parts.append(f"{c.param}.has_value()")
-            else:
-                parts.append(f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})")
+        parts = [_condition(op, env, c) for c in conds]
         used = exprs.names_in(rule.node)
-        names = [p.name for p in op.params if p.name in used]
-        where = ' + ", " + '.join(f"tileops::check::describe_param({cpp_str(n)}, {n})" for n in names) or "std::string()"
-        return [f"if (!({' || '.join(parts)})) tileops::check::fail_param_rule(kOp, {cpp_str(', '.join(names))}, "
+        # What the rule reads, in signature order: inputs (there or not), params, then dims of the shapes.
+        described = [(i.name, f"tileops::check::describe_input({cpp_str(i.name)}, {i.name})")
+                     for i in op.inputs if i.name in used]
+        described += [(p.name, f"tileops::check::describe_param({cpp_str(p.name)}, {p.name})")
+                      for p in op.params if p.name in used]
+        described += [(n, f"tileops::check::describe_param({cpp_str(n)}, {env.symbols[n]})")
+                      for n in sorted(used & set(env.symbols))]
+        names = [n for n, _ in described]
+        where = ' + ", " + '.join(d for _, d in described) or "std::string()"
+        fail = "fail_param_rule" if all(op.param(n) is not None for n in names) else "fail_argument_rule"
+        return [f"if (!({' || '.join(parts)})) tileops::check::{fail}(kOp, {cpp_str(', '.join(names))}, "
                 f"{cpp_str(rule.text)}, {where});"]
     lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
+    # The values of the int params and the dims of the shapes the rule names, after its two sides.
+    used = exprs.names_in(rule.node)
+    values = [f"tileops::check::describe_param({cpp_str(p.name)}, {p.name})" for p in op.params
+              if p.name in used and p.type == "int" and not p.nullable]
+    values += [f"tileops::check::describe_param({cpp_str(n)}, {env.symbols[n]})" for n in sorted(used & set(env.symbols))]
+    where = ' + ", " + '.join(values) or "std::string()"
     return ["{", f"  const c10::SymInt lhs = {lhs};", f"  const c10::SymInt rhs = {rhs};",
-            f"  if (!(lhs {rule.node.op} rhs)) tileops::check::fail_rule(kOp, {cpp_str(rule.text)}, lhs, rhs);",
+            f"  if (!(lhs {rule.node.op} rhs)) tileops::check::fail_rule(kOp, {cpp_str(rule.text)}, lhs, rhs, {where});",
             "}"]
 
 

@@ -5,8 +5,8 @@ with every argument in schema order.
 A workload names some input shapes, dtypes and params. The rest follows from the signature: each
 given shape binds the names of its pattern ("[..., *normalized_shape]" binds normalized_shape once
 its length is known), then every other input's shape is evaluated from the bound names. An optional
-input whose shape cannot be evaluated is left out (None); a required one is an error naming what the
-workload must give. Dtypes: the workload's dtype for every input whose dtype union holds it, else
+input whose shape cannot be evaluated, or that the workload gives as null, is left out (None); a
+required one is an error naming what the workload must give. Dtypes: the workload's dtype for every input whose dtype union holds it, else
 the union's first; same_as inputs follow. Shape rules and dtype combos are checked by the boundary
 itself when the warm-up makes the call.
 """
@@ -136,14 +136,19 @@ def resolve(op: Op, w: dict) -> list[dict]:
     for k in w.get("params") or {}:
         if op.param(k) is None:
             _fail(op, w, f"unknown param '{k}' (params: {', '.join(p.name for p in op.params) or 'none'})")
-    given = {i.name: list(w[i.name]) for i in op.inputs if i.name in w}
+    # An optional input given as null is left out of the calls (e.g. a norm without its affine weight).
+    absent = {i.name for i in op.inputs if i.name in w and w[i.name] is None}
+    for name in absent:
+        if not op.input(name).optional:
+            _fail(op, w, f"input '{name}' is not optional; give its shape, not null")
+    given = {i.name: list(w[i.name]) for i in op.inputs if i.name in w and i.name not in absent}
     for inp in op.inputs:
         if inp.name in given:
             _bind(op, w, inp, given[inp.name], env)
     shapes = dict(given)
     for _ in op.inputs:  # same_as chains resolve in a few rounds
         for inp in op.inputs:
-            if inp.name not in shapes:
+            if inp.name not in shapes and inp.name not in absent:
                 s = _shape_of(inp, env, shapes)
                 if s is not None:
                     shapes[inp.name] = s

@@ -1,12 +1,13 @@
 """Small expression language of manifests: shape specs, shape rules and roofline formulas.
 
   shape  := 'same_as(' NAME ')' | 'any' | 'broadcast_shapes(' NAME (',' NAME)* ')'
-          | '[' dim (',' dim)* ']' | '[]'
+          | '[' dim (',' dim)* ']' | '[]'      ('...' at most once, the first or the last dim)
           | ('reduce' | 'reduce_listed') '(' NAME ',' NAME [',' NAME] ')'
           | 'along(' NAME ',' INT ')'
   dim    := '...' | '*' NAME | expr
   rule   := cond ('or' cond)*
-  cond   := expr CMP expr | 'given(' NAME ')'     CMP in == != <= >= < >
+  cond   := expr CMP expr | ['not'] 'given(' NAME ')' | ['not'] NAME     CMP in == != <= >= < >
+            (given(): a nullable param or an optional input is there; a bare NAME: a bool param)
   expr   := term (('+'|'-') term)*
   term   := atom (('*'|'//'|'%') atom)*
   atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
@@ -59,8 +60,20 @@ class Cmp:
 
 @dataclass(frozen=True)
 class Given:
-    """A nullable param is not None."""
+    """A nullable param is not None, or an optional input is there."""
     param: str
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A bool param is true."""
+    param: str
+
+
+@dataclass(frozen=True)
+class Not:
+    """The negation of a Given or a Flag."""
+    cond: object
 
 
 @dataclass(frozen=True)
@@ -195,19 +208,27 @@ def parse_expr(text: str):
 
 
 def _cond(p: _Parser, text: str):
+    if p.peek() == "not":
+        p.take()
+        inner = _cond(p, text)
+        if not isinstance(inner, (Given, Flag)):
+            raise ExprError(f"'not' negates given(<name>) or a bool param: '{text}'")
+        return Not(inner)
     if p.peek() == "given" and p.i + 1 < len(p.toks) and p.toks[p.i + 1] == "(":
         p.take()
         p.take("(")
         name = p.take()
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
-            raise ExprError(f"given() takes a param name: '{text}'")
+            raise ExprError(f"given() takes a param or input name: '{text}'")
         p.take(")")
         return Given(name)
     lhs = p.expr()
     op = p.peek()
+    if isinstance(lhs, Name) and op in (None, "or"):
+        return Flag(lhs.id)
     if op not in COMPARISONS:
         raise ExprError(f"a rule compares two expressions with one of {' '.join(COMPARISONS)}, or is "
-                        f"given(<param>), joined by 'or': '{text}'")
+                        f"[not] given(<name>) or [not] <bool param>, joined by 'or': '{text}'")
     p.take()
     return Cmp(op, lhs, p.expr())
 
@@ -269,8 +290,8 @@ def parse_shape(text: str):
     p.done()
     if sum(isinstance(d, Ellipsis_) for d in dims) > 1:
         raise ExprError(f"at most one '...' per shape: '{text}'")
-    if any(isinstance(d, Ellipsis_) for d in dims[1:]):
-        raise ExprError(f"'...' must be the first dim: '{text}'")
+    if any(isinstance(d, Ellipsis_) for d in dims[1:-1]):
+        raise ExprError(f"'...' must be the first or the last dim: '{text}'")
     return ShapeList(tuple(dims))
 
 
@@ -282,8 +303,10 @@ def names_in(node) -> set[str]:
         return set().union(*(names_in(a) for a in node.args))
     if isinstance(node, (Bin, Cmp)):
         return names_in(node.lhs) | names_in(node.rhs)
-    if isinstance(node, Given):
+    if isinstance(node, (Given, Flag)):
         return {node.param}
+    if isinstance(node, Not):
+        return names_in(node.cond)
     if isinstance(node, Or):
         return set().union(*(names_in(c) for c in node.conds))
     return set()
@@ -313,6 +336,10 @@ def render(node) -> str:
         return f"{render(node.lhs)} {node.op} {render(node.rhs)}"
     if isinstance(node, Given):
         return f"given({node.param})"
+    if isinstance(node, Flag):
+        return node.param
+    if isinstance(node, Not):
+        return f"not {render(node.cond)}"
     if isinstance(node, Or):
         return " or ".join(render(c) for c in node.conds)
     if isinstance(node, Along):

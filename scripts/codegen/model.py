@@ -105,7 +105,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Rule:
-    node: object  # exprs.Cmp | exprs.Given | exprs.Or
+    node: object  # exprs.Cmp | exprs.Given | exprs.Flag | exprs.Not | exprs.Or
     text: str
     line: int
 
@@ -601,10 +601,19 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         except exprs.ExprError as e:
             ctx.fail(line, f"shape rule does not parse: {e}")
         for cond in (node.conds if isinstance(node, exprs.Or) else (node,)):
+            if isinstance(cond, exprs.Not):
+                cond = cond.cond
             if isinstance(cond, exprs.Given):
                 p = next((p for p in params if p.name == cond.param), None)
-                if p is None or not p.nullable:
-                    ctx.fail(line, f"shape rule '{text}': given() takes a nullable param, not '{cond.param}'")
+                i = next((i for i in inputs if i.name == cond.param), None)
+                if not ((p is not None and p.nullable) or (i is not None and i.optional)):
+                    ctx.fail(line, f"shape rule '{text}': given() takes a nullable param or an optional input, "
+                                   f"not '{cond.param}'")
+            elif isinstance(cond, exprs.Flag):
+                p = next((p for p in params if p.name == cond.param), None)
+                if p is None or p.type != "bool" or p.nullable:
+                    ctx.fail(line, f"shape rule '{text}': '{cond.param}' alone is a condition only when it is a "
+                                   "bool param; compare an expression instead")
             else:
                 _check_names(ctx, cond, line, symbols | int_params, list_params, set(input_names),
                              f"shape rule '{text}'")

@@ -344,9 +344,10 @@ void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const
               dims_str(t.sym_sizes()));
 }
 
-void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs) {
+void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs,
+               const std::string& values) {
   TORCH_CHECK_VALUE(false, op, ": shape rule '", rule, "' is violated (left side ", sym_str(lhs), ", right side ",
-                    sym_str(rhs), ")");
+                    sym_str(rhs), ")", values.empty() ? "" : " with ", values);
 }
 
 void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values) {
@@ -373,6 +374,20 @@ std::string describe_param(const char* name, const std::optional<c10::string_vie
 std::string describe_param(const char* name, const c10::SymInt& v) { return std::string(name) + "=" + sym_str(v); }
 
 std::string describe_param(const char* name, int64_t v) { return std::string(name) + "=" + std::to_string(v); }
+
+std::string describe_param(const char* name, bool v) { return std::string(name) + (v ? "=True" : "=False"); }
+
+void fail_argument_rule(const char* op, const char* names, const char* rule, const std::string& values) {
+  TORCH_CHECK_VALUE(false, op, ": arguments (", names, ") break the rule '", rule, "'; got ", values);
+}
+
+std::string describe_input(const char* name, const at::Tensor& t) {
+  return std::string(name) + "=Tensor" + dims_str(t.sym_sizes());
+}
+
+std::string describe_input(const char* name, const std::optional<at::Tensor>& t) {
+  return present(t) ? describe_input(name, *t) : std::string(name) + "=None";
+}
 
 void fail_dtype_combo(const char* op, const char* names, const char* allowed,
                       std::initializer_list<c10::ScalarType> got) {

@@ -113,7 +113,9 @@ void require_device_available(const char* op, const char* arg, const c10::Device
                              c10::SymIntArrayRef got);
 [[noreturn]] void fail_same_shape(const char* op, const char* arg, const at::Tensor& t, const char* ref_name,
                                   const at::Tensor& ref);
-[[noreturn]] void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs);
+// `values`: the int params and dims the rule names ("C=6, num_groups=4"), or empty.
+[[noreturn]] void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c10::SymInt& rhs,
+                            const std::string& values);
 // A rule over params (given(min) or given(max)) that the call breaks; `names`: the params it reads,
 // `values`: their values as the call gave them (describe_param).
 [[noreturn]] void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values);
@@ -122,6 +124,12 @@ std::string describe_param(const char* name, const std::optional<double>& v);
 std::string describe_param(const char* name, const std::optional<c10::string_view>& v);
 std::string describe_param(const char* name, const c10::SymInt& v);
 std::string describe_param(const char* name, int64_t v);
+std::string describe_param(const char* name, bool v);
+// A rule over arguments that include optional inputs (given(running_mean)) or dims of the shapes;
+// as fail_param_rule, with describe_input for an input: "running_mean=None" or "running_mean=Tensor[4]".
+[[noreturn]] void fail_argument_rule(const char* op, const char* names, const char* rule, const std::string& values);
+std::string describe_input(const char* name, const std::optional<at::Tensor>& t);
+std::string describe_input(const char* name, const at::Tensor& t);
 // The inputs `names` ("q, cos_sin_cache") have dtypes `got` (Undefined: an absent optional input),
 // which match none of the manifest's dtype_combos `allowed` ("(float16, float16), (float16, float32)").
 [[noreturn]] void fail_dtype_combo(const char* op, const char* names, const char* allowed,

@@ -365,3 +365,67 @@ def test_registration_parts_define_every_operator_once_and_the_library_once():
         (home,) = [p for p in parts if f'm.def("{name}(' in p]
         assert f"{name}__boundary(" in home and f"{name}__meta(" in home
     assert emit_cpp.emit_registration_parts(ops, 1)[0] == whole
+
+
+# ---- '...' as the last dim; rules over optional inputs and bool params ------------------------------
+
+SPATIAL = """
+SOp:
+  family: fam
+  ref_api: torch.nn.functional.instance_norm
+  status: implemented
+  signature:
+    inputs:
+      x: {dtype: float16, shape: "[n, c, ...]"}
+      rm: {dtype: float32, shape: "[c]", optional: true}
+      w: {dtype: same_as(x), shape: "[c]", optional: true}
+    outputs:
+      y: {dtype: same_as(x), shape: same_as(x)}
+    params:
+      groups: {type: int, default: 1}
+      stats: {type: bool, default: true}
+    shape_rules:
+      - "not given(rm) or not stats"
+      - "stats or given(rm)"
+      - "groups >= 1"
+      - "c % groups == 0"
+"""
+
+
+def test_trailing_ellipsis_binds_the_leading_dims_and_matches_the_rest():
+    (op,) = build_ops([parse_text(SPATIAL, "manifests/t.yaml")])
+    check = "\n".join(emit_cpp.emit_check_fn(op)[0])
+    # n and c bound from the first two dims; '...' takes whatever the fixed dims leave, after them.
+    assert "s.sym_n = sz[k];" in check and "s.sym_c = sz[k];" in check
+    assert "if (static_cast<int64_t>(sz.size()) < fixed)" in check
+    assert "const size_t n_ell = sz.size() - fixed;" in check and "s.ellipsis = sz.slice(k, n_ell);" in check
+    assert check.index("s.sym_c = sz[k];") < check.index("s.ellipsis = sz.slice(k, n_ell);")
+    lines, shape = emit_cpp.emit_shape(op, emit_cpp.Env(op), op.outputs[0], "o")
+    assert (lines, shape) == ([], "x.sym_sizes()")
+
+
+def test_rules_over_optional_inputs_and_bool_params():
+    (op,) = build_ops([parse_text(SPATIAL, "manifests/t.yaml")])
+    check = "\n".join(emit_cpp.emit_check_fn(op)[0])
+    assert ('if (!(!tileops::check::present(rm) || !stats)) tileops::check::fail_argument_rule(kOp, "rm, stats", '
+            '"not given(rm) or not stats", tileops::check::describe_input("rm", rm) + ", " + '
+            'tileops::check::describe_param("stats", stats));') in check
+    assert "if (!(stats || tileops::check::present(rm))) tileops::check::fail_argument_rule(" in check
+    # A rule over params only keeps the params' wording; one over a dim of a shape runs after the shapes.
+    assert check.index("fail_rule(kOp, \"groups >= 1\"") < check.index("s.sym_c = sz[k];") < \
+        check.index("\"c % groups == 0\"")
+    # A broken comparison names the values of what it reads besides its two sides.
+    assert ('fail_rule(kOp, "c % groups == 0", lhs, rhs, tileops::check::describe_param("groups", groups) + ", " + '
+            'tileops::check::describe_param("c", s.sym_c));') in check
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('"[n, c, ...]"', '"[n, ..., c]"', "input 'x': shape does not parse: '...' must be the first or the last dim"),
+    ('"not given(rm) or not stats"', '"given(x)"', "given() takes a nullable param or an optional input, not 'x'"),
+    ('"stats or given(rm)"', '"groups or given(rm)"', "'groups' alone is a condition only when it is a bool param"),
+    ('"stats or given(rm)"', '"not groups >= 1"', "'not' negates given(<name>) or a bool param"),
+    ('"stats or given(rm)"', '"stats rm"', "a rule compares two expressions"),
+])
+def test_bad_conditions_and_ellipses_are_refused_clearly(old, new, message):
+    assert old in SPATIAL
+    assert message in error_of(SPATIAL.replace(old, new, 1))

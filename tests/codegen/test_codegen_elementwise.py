@@ -170,7 +170,7 @@ def test_an_input_along_a_dim_is_checked_and_viewed_for_the_engine():
 @pytest.mark.parametrize("text,edit,message", [
     (CLAMP, ('none: "-inf"', 'none: "zero?"'), "none: says what None stands for"),
     (CLAMP, (', none: "inf"', ''), "param 'hi' is nullable: say what None stands for"),
-    (CLAMP, ("given(lo) or given(hi)", "given(lo) or given(x)"), "given() takes a nullable param, not 'x'"),
+    (CLAMP, ("given(lo) or given(hi)", "given(lo) or given(x)"), "given() takes a nullable param or an optional input, not 'x'"),
     (CLAMP, ("given(lo) or given(hi)", "given(lo) or"), "shape rule does not parse"),
     (DIV, ('floor: "floor_divide(a, b)"', 'trunc: "a / b"'), "the cases of 'mode' must be exactly None, floor"),
     (DIV, (", choices: [floor]", ""), "'mode' must be a str param with choices"),

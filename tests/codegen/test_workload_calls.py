@@ -101,3 +101,18 @@ def test_good_workload_resolves():
 def test_incomplete_workloads_are_refused_clearly(old, new, message):
     assert old in ENTRY
     assert "manifests/t.yaml:3: AOp: " + message in resolve_error(ENTRY.replace(old, new, 1))
+
+
+def test_an_optional_input_given_as_null_is_left_out():
+    text = ENTRY.replace('      table: {dtype: float16, shape: "[rows, cols]"}',
+                         '      table: {dtype: float16, shape: "[rows, cols]"}\n'
+                         '      w: {dtype: same_as(x), shape: "[*normalized_shape]", optional: true}')
+    (op,) = build_ops([parse_text(textwrap.dedent(text), "manifests/t.yaml")])
+    (call,) = emit_workloads.resolve(op, op.workloads[0])
+    assert call["args"][2] == {"shape": [64], "dtype": "float16"}  # evaluable: given
+    (op,) = build_ops([parse_text(textwrap.dedent(text.replace("dtypes: [float16]", "w: null, dtypes: [float16]")),
+                                  "manifests/t.yaml")])
+    (call,) = emit_workloads.resolve(op, op.workloads[0])
+    assert call["args"][2] == {"value": None}
+    assert "workload 'w': input 'table' is not optional; give its shape, not null" in \
+        resolve_error(ENTRY.replace("table: [4, 64]", "table: null"))
