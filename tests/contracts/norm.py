@@ -22,6 +22,16 @@ def _layer_norm(device):
     return LayerNormFwdOp((256,)), _inputs(device, (8, 256), (256,), (256,))
 
 
+def _group_norm(device):
+    from tileops.norm import GroupNormFwdOp
+    return GroupNormFwdOp(4), _inputs(device, (2, 16, 8, 8), (16,), (16,))
+
+
+def _instance_norm(device):
+    from tileops.norm import InstanceNormFwdOp
+    return InstanceNormFwdOp(), _inputs(device, (2, 16, 8, 8)) + (None, None) + _inputs(device, (16,), (16,))
+
+
 def _gemma_rms_norm(device):
     from tileops.norm import GemmaRMSNormFwdOp
     return GemmaRMSNormFwdOp((256,)), _inputs(device, (8, 256), (256,))
@@ -68,6 +78,8 @@ def _layer_norm_bwd(device):
 
 CONTRACT = {
     "LayerNormFwdOp": _layer_norm,
+    "GroupNormFwdOp": _group_norm,
+    "InstanceNormFwdOp": _instance_norm,
     "RMSNormFwdOp": _rms_norm,
     "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
     "GemmaRMSNormFwdOp": _gemma_rms_norm,
