@@ -1,0 +1,129 @@
+// GroupNormFwdOp / InstanceNormFwdOp on the nvrtc target: the plan (problem, device -> spec) and what
+// a spec renders (group_norm.h).
+#include <algorithm>
+
+#include "targets/nvrtc/norm/group_norm.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+const GroupNormTable& kT = kGroupNormTable;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Vectors a row, at the access width the problem allows.
+int64_t row_vecs(const GroupNormProblem& q, int vec) { return q.cpg * (q.hw / vec); }
+
+// The row kernel's shape: about vecs_per_thread vectors a thread on up to 256 threads a row, then up
+// to cache_vecs (the row still in registers) on up to max_tpr, then streamed; rows of a warp or less
+// share a CTA of cta_threads.
+GroupNormSpec row_shape(const GroupNormProblem& q, const DeviceFacts& dev) {
+  GroupNormSpec s{};
+  s.impl = GroupNormImpl::kRows;
+  s.dtype = q.dtype;
+  s.vec = row_access_width(q.dtype, q.hw, q.max_vec);  // divides hw: no vector straddles two channels
+  s.weight = q.weight;
+  s.bias = q.bias;
+  s.running = q.running;
+  s.arch = dev.arch;
+  const int64_t lv = std::max<int64_t>(row_vecs(q, s.vec), 1);
+  s.tpr = next_pow2(std::clamp<int64_t>(ceil_div(lv, kT.vecs_per_thread), 1, 256));
+  if (ceil_div(lv, s.tpr) > kT.cache_vecs) s.tpr = next_pow2(std::clamp<int64_t>(ceil_div(lv, kT.cache_vecs), 1, kT.max_tpr));
+  const int64_t per_thread = ceil_div(lv, s.tpr);
+  // Running stats need no reduction: nothing to keep between passes.
+  s.cache = q.running || per_thread > kT.cache_vecs ? 0 : next_pow2(per_thread);
+  s.rows = s.tpr > 32 ? 1 : kT.cta_threads / s.tpr;
+  return s;
+}
+
+const char* tf(bool b) { return b ? "true" : "false"; }
+
+std::string affine_part(const GroupNormSpec& s) {
+  return std::string(s.weight ? "_w" : "_nw") + (s.bias ? "_b" : "_nb") + (s.running ? "_running" : "");
+}
+
+}  // namespace
+
+bool GroupNormProblem::operator==(const GroupNormProblem& o) const {
+  return dtype == o.dtype && rows == o.rows && groups == o.groups && cpg == o.cpg && hw == o.hw &&
+         max_vec == o.max_vec && weight == o.weight && bias == o.bias && running == o.running;
+}
+size_t GroupNormProblem::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), rows, groups, cpg, hw, max_vec, weight, bias, running});
+}
+
+bool GroupNormSpec::operator==(const GroupNormSpec& o) const {
+  return impl == o.impl && dtype == o.dtype && vec == o.vec && tpr == o.tpr && rows == o.rows && cache == o.cache &&
+         weight == o.weight && bias == o.bias && running == o.running && arch == o.arch;
+}
+size_t GroupNormSpec::hash() const {
+  return hash_words({static_cast<int64_t>(impl), static_cast<int64_t>(dtype), vec, tpr, rows, cache, weight, bias,
+                     running}) ^
+         std::hash<std::string>()(arch);
+}
+
+int group_norm_splits(const GroupNormProblem& q, const DeviceFacts& dev) {
+  const int vec = row_access_width(q.dtype, q.hw, q.max_vec);
+  const int64_t lv = row_vecs(q, vec);
+  if (lv <= static_cast<int64_t>(kT.max_tpr) * kT.cache_vecs) return 1;  // the row kernel holds it in registers
+  if (q.rows >= static_cast<int64_t>(dev.sm_count) * kT.row_ctas_per_sm) return 1;  // enough rows to fill the GPU
+  const int64_t most = lv / (static_cast<int64_t>(kT.cta_threads) * kT.min_split_vecs);
+  if (most < 2) return 1;
+  const int64_t want =
+      static_cast<int64_t>(dev.sm_count) * std::max(1, dev.threads_per_sm / kT.cta_threads) * kT.split_waves;
+  return static_cast<int>(std::clamp<int64_t>(ceil_div(want, std::max<int64_t>(q.rows, 1)), 2,
+                                              std::min<int64_t>(most, kT.max_splits)));
+}
+
+GroupNormSpec plan_group_norm(const GroupNormProblem& q, const DeviceFacts& dev, const Tuning&) {
+  GroupNormSpec s = row_shape(q, dev);
+  if (group_norm_splits(q, dev) > 1) {
+    s.impl = GroupNormImpl::kSplit;
+    s.tpr = kT.cta_threads;
+    s.rows = 1;
+    s.cache = 0;
+  }
+  return s;
+}
+
+std::vector<jit::KernelSource> GroupNormSpec::sources() const {
+  const std::string type = kernel_type_name(dtype);
+  const std::string head = std::string("__") + short_type_name(dtype) + "__v" + std::to_string(vec) + "_t" +
+                           std::to_string(tpr);
+  const std::string stats = running ? "tileops::kGroupNormRunningStats" : "tileops::kGroupNormInputStats";
+  const std::string tail = stats + ", " + tf(weight) + ", " + tf(bias) + ">";
+  const char* header = "norm/group_norm_fwd.cuh";
+  if (impl == GroupNormImpl::kRows) {
+    return {make_source("group_norm_fwd_rows" + head + "_r" + std::to_string(rows) + "_c" + std::to_string(cache) +
+                            affine_part(*this) + "__" + arch,
+                        header,
+                        "tileops::group_norm_fwd_rows<" + type + ", " + std::to_string(vec) + ", " +
+                            std::to_string(tpr) + ", " + std::to_string(rows) + ", " + std::to_string(cache) + ", " +
+                            tail,
+                        arch)};
+  }
+  std::vector<jit::KernelSource> out;
+  if (!running) {  // the running stats need no first pass
+    out.push_back(make_source("group_norm_fwd_stats" + head + "__" + arch, header,
+                              "tileops::group_norm_fwd_stats<" + type + ", " + std::to_string(vec) + ", " +
+                                  std::to_string(tpr) + ">",
+                              arch));
+  }
+  out.push_back(make_source("group_norm_fwd_apply" + head + affine_part(*this) + "__" + arch, header,
+                            "tileops::group_norm_fwd_apply<" + type + ", " + std::to_string(vec) + ", " +
+                                std::to_string(tpr) + ", " + tail,
+                            arch));
+  return out;
+}
+
+std::string GroupNormSpec::describe() const {
+  return std::string("group_norm_fwd(dtype=") + short_type_name(dtype) + ", stats=" + (running ? "running" : "input") +
+         ", weight=" + (weight ? "yes" : "no") + ", bias=" + (bias ? "yes" : "no") + ", vec=" + std::to_string(vec) +
+         (impl == GroupNormImpl::kRows
+              ? ", impl=rows, tpr=" + std::to_string(tpr) + ", rows=" + std::to_string(rows) +
+                    ", cache=" + std::to_string(cache)
+              : ", impl=split, threads=" + std::to_string(tpr)) +
+         ")";
+}
+
+}  // namespace tileops::nvrtc
