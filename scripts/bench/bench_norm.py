@@ -1,6 +1,6 @@
 """Norm benchmarks on a GPU: our kernels beside torch eager (ref_api), torch.compile of it and a
 device copy of the same bytes, in one run; plus host cost per eager call beside torch.add.
-A benchmark, not a test.    python3 scripts/bench/bench_norm.py [--json out.json] [--quick] [--bwd-only]
+A benchmark, not a test.    python3 scripts/bench/bench_norm.py [--json out.json] [--quick] [--bwd-only] [--spatial-only]
 """
 from __future__ import annotations
 
@@ -306,6 +306,58 @@ def backward_rows() -> list[dict]:
     return rows
 
 
+def spatial_norm_rows() -> list[dict]:
+    """GroupNormFwdOp and InstanceNormFwdOp on the manifests' workloads (TileOPs' CV shapes, affine on
+    and off; instance norm with the input's stats or, eval, the running stats). Bytes: x read and y
+    written, plus the weight and bias and the float32 running stats where the call passes them."""
+    F = torch.nn.functional
+    ops = torch.ops.tileops
+    rows = []
+    for cls in ("GroupNormFwdOp", "InstanceNormFwdOp"):
+        for wl in harness.manifest_workloads("norm", cls):
+            shape = tuple(wl["x"])
+            c, numel = shape[1], 1
+            for d in shape:
+                numel *= d
+            params = wl.get("params") or {}
+            groups = params.get("num_groups", c)
+            use_input_stats = params.get("use_input_stats", True)
+            for d in wl["dtypes"]:
+                dtype = harness.DTYPES[d]
+                # An input the workload names as null is left out; weight and bias are there otherwise.
+                w = None if "weight" in wl else torch.randn(c, device="cuda", dtype=dtype)
+                b = None if "bias" in wl else torch.randn(c, device="cuda", dtype=dtype)
+                stats = cls == "InstanceNormFwdOp" and not use_input_stats
+                rm = torch.randn(c, device="cuda") if stats else None
+                rv = torch.rand(c, device="cuda") + 0.5 if stats else None
+                bytes_per_call = (2 * numel + c * ((w is not None) + (b is not None))) * dtype.itemsize + \
+                    (8 * c if stats else 0)
+                n_sets = harness.n_sets_for(bytes_per_call)
+                xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
+                ys = [torch.empty_like(x) for x in xs]
+                if cls == "GroupNormFwdOp":
+                    fn = lambda x, w, b: F.group_norm(x, groups, w, b)  # noqa: E731
+                    ours = lambda i, w=w, b=b: (lambda: ops.norm_group_norm_fwd(xs[i], w, b, groups))  # noqa: E731
+                else:
+                    # Eager writes back the running stats it is given: it gets copies.
+                    rm_e = None if rm is None else rm.clone()
+                    rv_e = None if rv is None else rv.clone()
+                    fn = lambda x, w, b: F.instance_norm(x, rm_e, rv_e, w, b, use_input_stats)  # noqa: E731
+                    ours = lambda i, w=w, b=b: (lambda: ops.norm_instance_norm_fwd(  # noqa: E731
+                        xs[i], rm, rv, w, b, use_input_stats))
+                compiled = harness.compiled(fn)
+                label = ("group-norm " if cls == "GroupNormFwdOp" else "instance-norm ") + wl["name"]
+                rows.append(harness.measure(label, "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
+                    "ours": ours,
+                    "eager": lambda i, w=w, b=b, fn=fn: (lambda: fn(xs[i], w, b)),
+                    "compile": lambda i, w=w, b=b, compiled=compiled: (lambda: compiled(xs[i], w, b)),
+                    "copy": lambda i: (lambda: ys[i].copy_(xs[i])),
+                }))
+                rows[-1]["op"] = cls
+                del xs, ys
+    return rows
+
+
 def host_costs() -> dict:
     a = torch.randn(1, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(1, 64, device="cuda", dtype=torch.float16)
@@ -329,8 +381,15 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only 2048x4096 fp16")
     ap.add_argument("--bwd-only", action="store_true", help="only RMSNormBwdOp and LayerNormBwdOp")
+    ap.add_argument("--spatial-only", action="store_true", help="only GroupNormFwdOp and InstanceNormFwdOp")
     args = ap.parse_args()
     tileops.load()
+    if args.spatial_only:
+        spatial = spatial_norm_rows()
+        harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
+                                       "torch": torch.__version__, "kernels": spatial})
+        harness.print_table("GroupNormFwdOp and InstanceNormFwdOp", spatial)
+        return
     if args.bwd_only:
         bwd = backward_rows()
         harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
@@ -342,9 +401,10 @@ def main():
     serving = [] if args.quick else serving_rows()
     quant = [] if args.quick else quant_rows()
     bwd = [] if args.quick else backward_rows()
+    spatial = [] if args.quick else spatial_norm_rows()
     host = host_costs()
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-                                   "kernels": rows + other + serving + quant + bwd, "host_us": host})
+                                   "kernels": rows + other + serving + quant + bwd + spatial, "host_us": host})
     harness.print_table("RMSNormFwdOp", rows)
     if other:
         harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
@@ -354,6 +414,8 @@ def main():
         harness.print_table("Quantised output: float8_e4m3fn, static and per-row scales, fused in place", quant)
     if bwd:
         harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
+    if spatial:
+        harness.print_table("GroupNormFwdOp and InstanceNormFwdOp", spatial)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")
