@@ -12,8 +12,12 @@ import sys
 import pytest
 import torch
 
+import tileops
 from support.reference import TOL, assert_close_rel
 
+# Loaded here, not only by conftest: test_every_plan_runs imports this module in a child process,
+# where nothing else loads the library before GN and IN are looked up below.
+tileops.load()
 pytestmark = pytest.mark.gpu
 GN = torch.ops.tileops.norm_group_norm_fwd
 IN = torch.ops.tileops.norm_instance_norm_fwd
