@@ -44,10 +44,15 @@ fi
 if [ -z "${SKIP_PYTEST:-}" ]; then
 step "pytest (all, GPU included)"
 # tests/packaging (installs, wheel, AOTI runner) builds wheels from PyPI: it runs in CI, not here.
-$PY -m pytest -q -p no:cacheprovider ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
+# A segfault prints its native stack too (after faulthandler's Python one), resolved below; fd 2
+# stays uncaptured (--capture=sys) so that what a dying process prints reaches the log.
+TRACE=$(mktemp /tmp/segv_trace.XXXX.so)
+cc -shared -fPIC -O1 -o "$TRACE" scripts/debug/segv_trace.c -ldl 2>/dev/null || TRACE=""
+LD_PRELOAD=$TRACE $PY -m pytest -q -p no:cacheprovider --capture=sys ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
   --ignore tests/packaging} \
   >"$OUT/pytest.log" 2>&1 || status=1
 grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
+if grep -q "^SEGV at" "$OUT/pytest.log"; then $PY scripts/debug/resolve_trace.py <"$OUT/pytest.log" | head -40; fi
 fi
 
 if [ -n "${SWEEP_ENV:-}" ]; then
