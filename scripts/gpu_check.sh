@@ -4,7 +4,7 @@
 # and copy the .deps folder it fills along with the tree.)
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
-# PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not),
+# PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not), BUILD_TARGETS (ninja targets),
 # SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="key=1 key=2,other=3" (TILEOPS_TUNE
 # settings), PROFILE=1|"names".
 set -uo pipefail
@@ -26,7 +26,8 @@ step() { pack; echo "== $1 ($(date +%T))"; }
 step "configure + build"
 if ! cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$(command -v "$PY")" -DTILEOPS_DEPS_DIR="$PWD/.deps" \
     >"$OUT/cmake.log" 2>&1; then tail -40 "$OUT/cmake.log"; exit 1; fi
-if ! ninja -C build >"$OUT/build.log" 2>&1; then grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; fi
+# BUILD_TARGETS="tileops": the library alone (no GoogleTest binaries), for runs that skip ctest.
+if ! ninja -C build ${BUILD_TARGETS:-} >"$OUT/build.log" 2>&1; then grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 # The benchmarks' flashinfer column needs a torch extension over its headers (.deps/peers, see
 # scripts/prepare_gpu_deps.sh --peers); built now, beside the tests, so the benchmarks find it ready.
