@@ -64,8 +64,22 @@ def test_cpp_consumer_builds_against_the_prefix_and_runs(prefix, tmp_path):
 
 
 def test_example_backend_builds_against_the_prefix_and_runs(prefix, tmp_path):
-    build_dir = WORK / "example_backend"
-    cmake_build(ROOT / "plugin" / "example_backend", build_dir, prefix)
+    check_backend(prefix, tmp_path, WORK / "example_backend")
+
+
+def test_example_backend_keeps_a_static_cxx_runtime_private(prefix, tmp_path):
+    # A toolchain that links libstdc++ statically: the backend exports none of it, and still serves.
+    build_dir = WORK / "example_backend_static"
+    check_backend(prefix, tmp_path, build_dir, "-DCMAKE_SHARED_LINKER_FLAGS=-static-libstdc++")
+    lib = build_dir / "libtileops_example_backend.so"
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert "tileops" in syms  # the check reads the right thing
+    leaked = [s for s in syms.splitlines() if "St6locale" in s or "7num_put" in s]
+    assert not leaked, leaked[:3]
+
+
+def check_backend(prefix, tmp_path, build_dir, *defines):
+    cmake_build(ROOT / "plugin" / "example_backend", build_dir, prefix, *defines)
     (cmd,) = _compile_commands(build_dir)
     assert str(prefix / "include") in cmd["command"] and str(ROOT / "include") not in cmd["command"]
     code = f"""

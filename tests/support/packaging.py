@@ -39,11 +39,12 @@ def run_clean(cmd, *, cwd, ok=True, timeout=600, **extra):
     return proc
 
 
-def cmake_build(source: Path, build_dir: Path, prefix: Path) -> Path:
-    """Configures and builds a CMake project against an installed TileOPs prefix and the shared torch."""
+def cmake_build(source: Path, build_dir: Path, prefix: Path, *defines: str) -> Path:
+    """Configures and builds a CMake project against an installed TileOPs prefix and the shared torch
+    (`defines`: more -D settings)."""
     run(["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
          "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
-         f"-DCMAKE_PREFIX_PATH={prefix};{torch.utils.cmake_prefix_path}"])
+         f"-DCMAKE_PREFIX_PATH={prefix};{torch.utils.cmake_prefix_path}", *defines])
     run(["cmake", "--build", build_dir, "-j2"])
     return build_dir
 
