@@ -6,6 +6,7 @@ reading x once), so copy/ours >= 0.91 means within 1.1x of one read of the input
 (cumsum, cumprod, logcumsumexp) on their manifest workloads, beside eager, torch.compile and a copy of x (x read, y
 written: the bytes a scan moves at least).
 A benchmark, not a test.    python3 scripts/bench/bench_reduction.py [--json out.json] [--quick]
+                                 [--only softmax,dim,scans]   (the parts to run; default: all)
 """
 from __future__ import annotations
 
@@ -153,21 +154,31 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only the first workload of each op")
+    ap.add_argument("--only", default="softmax,dim,scans",
+                    help="comma-separated parts to run: softmax (softmax, log_softmax), dim (the dim "
+                         "reductions), scans")
     args = ap.parse_args()
+    parts = set(args.only.split(","))
+    unknown = parts - {"softmax", "dim", "scans"}
+    if unknown:
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; parts: softmax, dim, scans")
     tileops.load()
     report = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "kernels": {}}
-    for op_class in OPS:
-        rows = rows_for(op_class, args.quick)
-        report["kernels"][op_class] = rows
-        harness.print_table(op_class, rows)
-    rows = reduce_rows_for(args.quick)
-    for r in rows:  # each row names its op class, so PERF.md files it under its manifest family
-        r["op"] = "".join(w.capitalize() for w in r["workload"].rsplit("-", 1)[0].split("_")) + "FwdOp"
-    report["kernels"]["dim reductions"] = rows
-    harness.print_table("dim reductions (copy: the input's bytes moved once)", rows)
-    rows = scan_rows_for(args.quick)
-    report["kernels"]["scans"] = rows
-    harness.print_table("scans (copy: x read and y written once)", rows)
+    if "softmax" in parts:
+        for op_class in OPS:
+            rows = rows_for(op_class, args.quick)
+            report["kernels"][op_class] = rows
+            harness.print_table(op_class, rows)
+    if "dim" in parts:
+        rows = reduce_rows_for(args.quick)
+        for r in rows:  # each row names its op class, so PERF.md files it under its manifest family
+            r["op"] = "".join(w.capitalize() for w in r["workload"].rsplit("-", 1)[0].split("_")) + "FwdOp"
+        report["kernels"]["dim reductions"] = rows
+        harness.print_table("dim reductions (copy: the input's bytes moved once)", rows)
+    if "scans" in parts:
+        rows = scan_rows_for(args.quick)
+        report["kernels"]["scans"] = rows
+        harness.print_table("scans (copy: x read and y written once)", rows)
     harness.write_json(args.json, report)
 
 
