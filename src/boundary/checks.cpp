@@ -33,7 +33,7 @@ const char* dtype_name(c10::ScalarType t) {
   }
 }
 
-// Not `os << symint`: that operator crashed inside libc10 on torch 2.11 (seen on an H200 machine).
+// A SymInt as text: its value when it has one, else its expression.
 std::string sym_str(const c10::SymInt& v) {
   if (auto i = v.maybe_as_int()) return std::to_string(*i);
   return v.toSymNodeImplUnowned()->str();

@@ -292,8 +292,7 @@ void put_scalar(const EwOp& e, int j, const ParamValue& v, c10::ScalarType c, c1
                    " for these integer inputs; pass an integer (as torch refuses a float alpha for integer tensors)");
   if (int_compute && c != c10::ScalarType::Bool && v.kind() == ParamValue::Kind::Int) {
     // A given integer that the compute type cannot hold is refused with torch's rule and words (its
-    // checked Scalar conversion: uint8 takes -255..255 and wraps). Checked here, not by calling c10's
-    // conversion: an exception thrown inside libc10 crashed the process on torch 2.11.
+    // checked Scalar conversion: uint8 takes -255..255 and wraps), before any launch.
     int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
     const char* type = "int64_t";
     switch (c) {
