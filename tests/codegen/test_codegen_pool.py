@@ -100,9 +100,11 @@ def test_pool_without_dilation_and_adaptive_pool():
 @pytest.mark.parametrize("edit,message", [
     (('{type: "int[2]"}\n      stride', '{type: "int[0]"}\n      stride'), "param 'kernel_size': unknown type 'int[0]'"),
     (("default: [0, 0]", "default: [0, 0, 0]"), "param 'padding': default [0, 0, 0] must have 2 elements (int[2])"),
-    (('dilation: {type: "int[2]", default: [1, 1]}', 'dilation: {type: "int[3]", default: [1, 1, 1]}'),
+    (('dilation: {type: "int[2]", default: [1, 1]}',
+      'dilation: {type: "int[3]", default: [1, 1, 1]}'),
      "'dilation' is int[3] but the others are int[2]; one spatial rank"),
-    (('kernel_size: {type: "int[2]"}', 'kernel_size: {type: "int[]"}'),
+    (('kernel_size: {type: "int[2]"}',
+      'kernel_size: {type: "int[]"}'),
      "'kernel_size' must be an int[N] param (N: the spatial rank)"),
     (('padding: {type: "int[2]", default: [0, 0]}', 'padding: {type: "int[2]?", default: null}'),
      "'padding' must be an int[N] param"),
@@ -125,7 +127,9 @@ def test_pool_grammar_errors(edit, message):
 
 
 def test_a_pooled_shape_describes_outputs_only():
-    text = POOL.replace('input: {dtype: float32, shape: "[..., C, H, W]"}\n    outputs:\n      output: {dtype: same_as(input), shape: "pool',
-                        'input: {dtype: float32, shape: "adaptive_pool(input, output_size)"}\n    outputs:\n      output: {dtype: same_as(input), shape: "pool', 1)
+    text = POOL.replace('input: {dtype: float32, shape: "[..., C, H, W]"}\n    outputs:\n      output: {dtype: same_as(input), '
+                        'shape: "pool',
+                        'input: {dtype: float32, shape: "adaptive_pool(input, output_size)"}\n    outputs:\n      '
+                        'output: {dtype: same_as(input), shape: "pool', 1)
     assert text != POOL
     assert "a pooled shape describes outputs" in error_of(text)

@@ -175,8 +175,8 @@ jit::KernelSource pool_source(const PoolSpec& s) {
   TORCH_CHECK(s.rank >= 1 && s.rank <= 3, "tileops: pool_fwd pools 1 to 3 dims, not ", s.rank);
   TORCH_CHECK(s.index_bits == 32 || s.index_bits == 64, "tileops: pool_fwd indexes in int or long long");
   const std::string expr = std::string("tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
-                           (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " + std::to_string(static_cast<int>(s.mode)) + ", " +
-                           (s.adaptive ? "true" : "false") + ">";
+                           (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " +
+                           std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false") + ">";
   return make_source(pool_name(s), "pool/pool_fwd.cuh", expr, s.arch);
 }
 
