@@ -115,7 +115,7 @@ def test_divisor_override_zero_is_refused_before_any_work():
     with pytest.raises(RuntimeError, match="divisor must be not zero"):
         F.avg_pool2d(x, 2, divisor_override=0)
     with pytest.raises(ValueError, match=r"tileops::pool_avg_pool2d_fwd: .*divisor_override.*"
-                                         r"none\(divisor_override\) or divisor_override != 0"):
+                                         r"not given\(divisor_override\) or divisor_override != 0"):
         call(BY_STEM["avg_pool2d"], x, {"kernel_size": 2, "divisor_override": 0})
 
 
