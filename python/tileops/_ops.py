@@ -44,7 +44,8 @@ class Op:
                 values[p["name"]] = getattr(torch, values[p["name"]])  # the op table spells dtypes as names
             if p["type"] == "int[]" and values[p["name"]] is not None:
                 v = values[p["name"]]
-                values[p["name"]] = [int(v)] if isinstance(v, int) else [int(d) for d in v]
+                # an int stands for every element of an int[N] param, as torch's int[N] schema reads it
+                values[p["name"]] = [int(v)] * (p.get("length") or 1) if isinstance(v, int) else [int(d) for d in v]
         if target is not None and not self._entry["has_boundary"]:
             raise TypeError(f"{self.op_class} has no compile boundary (no tensor inputs, or composite): the device "
                             "of its inputs or its device param chooses the target")

@@ -307,13 +307,14 @@ def backward_rows() -> list[dict]:
 
 
 def spatial_norm_rows() -> list[dict]:
-    """GroupNormFwdOp and InstanceNormFwdOp on the manifests' workloads (TileOPs' CV shapes, affine on
-    and off; instance norm with the input's stats or, eval, the running stats). Bytes: x read and y
+    """GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp on the manifests' workloads (TileOPs' CV
+    shapes, affine on and off; instance norm with the input's stats or, eval, the running stats; batch
+    norm training, which moves its running stats, or eval). Bytes: x read and y
     written, plus the weight and bias and the float32 running stats where the call passes them."""
     F = torch.nn.functional
     ops = torch.ops.tileops
     rows = []
-    for cls in ("GroupNormFwdOp", "InstanceNormFwdOp"):
+    for cls in ("GroupNormFwdOp", "InstanceNormFwdOp", "BatchNormFwdOp"):
         for wl in harness.manifest_workloads("norm", cls):
             shape = tuple(wl["x"])
             c, numel = shape[1], 1
@@ -327,7 +328,9 @@ def spatial_norm_rows() -> list[dict]:
                 # An input the workload names as null is left out; weight and bias are there otherwise.
                 w = None if "weight" in wl else torch.randn(c, device="cuda", dtype=dtype)
                 b = None if "bias" in wl else torch.randn(c, device="cuda", dtype=dtype)
-                stats = cls == "InstanceNormFwdOp" and not use_input_stats
+                training = params.get("training", False)
+                # Running stats: instance norm in eval form; batch norm always (moved when training).
+                stats = (cls == "InstanceNormFwdOp" and not use_input_stats) or cls == "BatchNormFwdOp"
                 rm = torch.randn(c, device="cuda") if stats else None
                 rv = torch.rand(c, device="cuda") + 0.5 if stats else None
                 bytes_per_call = (2 * numel + c * ((w is not None) + (b is not None))) * dtype.itemsize + \
@@ -338,6 +341,11 @@ def spatial_norm_rows() -> list[dict]:
                 if cls == "GroupNormFwdOp":
                     fn = lambda x, w, b: F.group_norm(x, groups, w, b)  # noqa: E731
                     ours = lambda i, w=w, b=b: (lambda: ops.norm_group_norm_fwd(xs[i], w, b, groups))  # noqa: E731
+                elif cls == "BatchNormFwdOp":
+                    rm_e, rv_e = rm.clone(), rv.clone()  # eager moves its own copies
+                    fn = lambda x, w, b: F.batch_norm(x, rm_e, rv_e, w, b, training)  # noqa: E731
+                    bn = ops.norm_batch_norm_fwd_writes_running_mean_writes_running_var
+                    ours = lambda i, w=w, b=b, bn=bn: (lambda: bn(xs[i], rm, rv, w, b, training))  # noqa: E731
                 else:
                     # Eager writes back the running stats it is given: it gets copies.
                     rm_e = None if rm is None else rm.clone()
@@ -346,7 +354,8 @@ def spatial_norm_rows() -> list[dict]:
                     ours = lambda i, w=w, b=b: (lambda: ops.norm_instance_norm_fwd(  # noqa: E731
                         xs[i], rm, rv, w, b, use_input_stats))
                 compiled = harness.compiled(fn)
-                label = ("group-norm " if cls == "GroupNormFwdOp" else "instance-norm ") + wl["name"]
+                label = {"GroupNormFwdOp": "group-norm ", "InstanceNormFwdOp": "instance-norm ",
+                         "BatchNormFwdOp": "batch-norm "}[cls] + wl["name"]
                 rows.append(harness.measure(label, "x".join(map(str, shape)), dtype, bytes_per_call, n_sets, {
                     "ours": ours,
                     "eager": lambda i, w=w, b=b, fn=fn: (lambda: fn(xs[i], w, b)),
@@ -381,14 +390,14 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only 2048x4096 fp16")
     ap.add_argument("--bwd-only", action="store_true", help="only RMSNormBwdOp and LayerNormBwdOp")
-    ap.add_argument("--spatial-only", action="store_true", help="only GroupNormFwdOp and InstanceNormFwdOp")
+    ap.add_argument("--spatial-only", action="store_true", help="only GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp")
     args = ap.parse_args()
     tileops.load()
     if args.spatial_only:
         spatial = spatial_norm_rows()
         harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
                                        "torch": torch.__version__, "kernels": spatial})
-        harness.print_table("GroupNormFwdOp and InstanceNormFwdOp", spatial)
+        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp", spatial)
         return
     if args.bwd_only:
         bwd = backward_rows()
@@ -415,7 +424,7 @@ def main():
     if bwd:
         harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
     if spatial:
-        harness.print_table("GroupNormFwdOp and InstanceNormFwdOp", spatial)
+        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp", spatial)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")

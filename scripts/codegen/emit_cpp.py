@@ -41,6 +41,8 @@ def param_cpp_type(p: Param) -> str:
     }[p.type]
     if p.nullable and p.type == "Scalar":
         return "const std::optional<at::Scalar>&"
+    if p.length:  # int[N]: a constant list, as torch's own int[2] kernel_size
+        return "at::OptionalIntArrayRef" if p.nullable else "c10::IntArrayRef"
     if p.nullable:
         return "at::OptionalSymIntArrayRef" if p.type == "int[]" else f"std::optional<{base}>"
     return base
@@ -134,6 +136,11 @@ class Env:
             return f"c10::SymInt({n}{'.value()' if p.nullable else ''})"
         raise KeyError(n)
 
+    def sym_list(self, n: str) -> str:
+        """A list param as c10::SymIntArrayRef (int[N] params are IntArrayRef in C++)."""
+        p = self.op.param(n)
+        return f"c10::fromIntArrayRefSlow({n})" if p is not None and p.length else n
+
     def expr(self, node) -> str:
         if isinstance(node, exprs.Num):
             return f"c10::SymInt(int64_t{{{node.value}}})"
@@ -143,7 +150,7 @@ class Env:
             arg = node.args[0].id
             return {
                 "len": f"c10::SymInt(static_cast<int64_t>({arg}.size()))",
-                "prod": f"tileops::check::sym_prod({arg})",
+                "prod": f"tileops::check::sym_prod({self.sym_list(arg)})",
                 "ndim": f"c10::SymInt({arg}.dim())",
                 "numel": f"{arg}.sym_numel()",
                 "elem_size": f"c10::SymInt(static_cast<int64_t>({arg}.element_size()))",
@@ -190,6 +197,8 @@ def emit_shapes_struct(op: Op, env: Env) -> list[str]:
                             lines.append(f"  c10::SymInt sym_{n};")
     for key in _reductions(op):
         lines.append(f"  uint64_t {_mask_name(key)} = 0;  // bit d: dim d of '{key[0]}' is reduced")
+    for o in _pooled(op):
+        lines.append(f"  c10::SymDimVector pooled_{o.name};  // {exprs.render(o.shape)}")
     lines.append("};")
     return lines
 
@@ -203,6 +212,37 @@ def _reductions(op: Op) -> list:
             if key not in keys:
                 keys.append(key)
     return keys
+
+
+def _pooled(op: Op) -> list:
+    return [o for o in op.outputs if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled))]
+
+
+def _list_arg(op: Op, name: str) -> str:
+    """An int[N] or int[N]? param as a SymIntArrayRef (None: empty)."""
+    if op.param(name).nullable:
+        return f"({name}.has_value() ? c10::fromIntArrayRefSlow(*{name}) : c10::SymIntArrayRef())"
+    return f"c10::fromIntArrayRefSlow({name})"
+
+
+def emit_pooled_shapes(op: Op) -> list[str]:
+    """pool(...) / adaptive_pool(...): torch's output size, refusing what torch refuses (docs/MANIFEST.md)."""
+    out = []
+    for o in _pooled(op):
+        sh = o.shape
+        t = tensor_ref(op, sh.input)
+        if isinstance(sh, exprs.AdaptivePooled):
+            out.append(f"s.pooled_{o.name} = tileops::check::adaptive_pool_shape(kOp, {cpp_str(sh.input)}, "
+                       f"{t}.sym_sizes(), {op.param(sh.output_size).length}, {cpp_str(sh.output_size)}, "
+                       f"{_list_arg(op, sh.output_size)});")
+            continue
+        dil = sh.dilation
+        out.append(f"s.pooled_{o.name} = tileops::check::pool_shape(kOp, {cpp_str(sh.input)}, {t}.sym_sizes(), "
+                   f"{op.param(sh.kernel).length}, {{{cpp_str(sh.kernel)}, {cpp_str(sh.stride)}, {cpp_str(sh.padding)}, "
+                   f"{cpp_str(dil) if dil else 'nullptr'}}}, {{{_list_arg(op, sh.kernel)}, {_list_arg(op, sh.stride)}, "
+                   f"{_list_arg(op, sh.padding)}, {_list_arg(op, dil) if dil else 'c10::SymIntArrayRef()'}}}, "
+                   f"{sh.ceil_mode});")
+    return out
 
 
 def _mask_name(key) -> str:
@@ -225,7 +265,7 @@ def emit_where(op: Op, env: Env, names: set[str], bound_now: set[str]) -> str:
     for n in sorted(names):
         p = op.param(n)
         if p is not None:
-            parts.append(f"tileops::check::describe({cpp_str(n)}, {n})")
+            parts.append(f"tileops::check::describe({cpp_str(n)}, {env.sym_list(n)})")
         elif n in bound_now:
             parts.append(f"tileops::check::describe({cpp_str(n)}, {env.symbols[n]})")
     return " + ".join(parts) if parts else "std::string()"
@@ -422,6 +462,7 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
     for r in symbol_rules:
         body += emit_rule(op, env, r)
     body += emit_reduce_masks(op)
+    body += emit_pooled_shapes(op)
     bcast = next((o.shape for o in op.outputs if isinstance(o.shape, exprs.Broadcast)), None)
     if bcast is not None:
         names = ", ".join(cpp_str(n) for n in bcast.inputs)
@@ -447,6 +488,8 @@ def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
                  f"s.{_mask_name((r.input, r.dim, r.listed))}, {keep});"], f"{var}_shape")
     if isinstance(o.shape, exprs.Broadcast):
         return [], "c10::SymIntArrayRef(s.broadcast)"
+    if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled)):
+        return [], f"c10::SymIntArrayRef(s.pooled_{o.name})"
     lines = [f"c10::SmallVector<c10::SymInt, 8> {var}_shape;"]
     for d in o.shape.dims:
         if isinstance(d, exprs.Ellipsis_):
@@ -503,6 +546,9 @@ def _named(body: list[str]) -> list[str]:
 
 def param_value(p: Param) -> str:
     n = p.name
+    if p.length:
+        return (f"({n}.has_value() ? tileops::ParamValue::ints(*{n}) : tileops::ParamValue())" if p.nullable
+                else f"tileops::ParamValue::ints({n})")
     if p.type == "int[]":
         if p.nullable:
             return f"({n}.has_value() ? tileops::ParamValue::ints(C10_AS_INTARRAYREF_SLOW(*{n})) : tileops::ParamValue())"
@@ -687,6 +733,11 @@ def _save_param(p: Param, value: str) -> str:
 
 
 def _load_param(p: Param, var: str, iv: str) -> list[str]:
+    if p.length:
+        if not p.nullable:
+            return [f"const std::vector<int64_t> {var}__v = {iv}.toIntVector();", f"const c10::IntArrayRef {var}({var}__v);"]
+        return [f"std::vector<int64_t> {var}__v;", f"at::OptionalIntArrayRef {var};",
+                f"if (!{iv}.isNone()) {{ {var}__v = {iv}.toIntVector(); {var} = c10::IntArrayRef({var}__v); }}"]
     if p.type == "int[]":
         if not p.nullable:
             return [f"const std::vector<c10::SymInt> {var}__v = {iv}.toSymIntVector();",
@@ -1099,7 +1150,8 @@ def op_json(op: Op) -> dict:
                    for i in op.inputs],
         "outputs": [{"name": o.name, "buffer": o.buffer, "optional": o.optional, "aliases": o.aliases}
                     for o in op.outputs],
-        "params": [{"name": p.name, "type": p.type, "nullable": p.nullable, "has_default": p.default is not NO_DEFAULT,
+        "params": [{"name": p.name, "type": p.type, "length": p.length, "nullable": p.nullable,
+                    "has_default": p.default is not NO_DEFAULT,
                     "default": default(p)} for p in op.params],
         "workloads": list(op.workloads),
     }

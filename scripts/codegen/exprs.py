@@ -4,6 +4,8 @@
           | '[' dim (',' dim)* ']' | '[]'      ('...' at most once, the first or the last dim)
           | ('reduce' | 'reduce_listed') '(' NAME ',' NAME [',' NAME] ')'
           | 'along(' NAME ',' INT ')'
+          | 'pool(' NAME ',' NAME ',' NAME ',' NAME ',' (NAME | '1') ',' NAME ')'
+          | 'adaptive_pool(' NAME ',' NAME ')'
   dim    := '...' | '*' NAME | expr
   rule   := cond ('or' cond)*
   cond   := expr CMP expr | ['not'] 'given(' NAME ')' | ['not'] NAME     CMP in == != <= >= < >
@@ -121,6 +123,27 @@ class Along:
     (torch.nn.functional.prelu's weight: along(input, 1))."""
     input: str
     dim: int
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """torch's pooling output shape: `input`'s leading dims (batch, channels), then per spatial dim
+    (as many as `kernel`'s int[N] type says) (L + 2p - d(k - 1) - 1 + (s - 1 if ceil_mode)) // s + 1,
+    less one when ceil_mode puts the last window's start past the input and its left padding.
+    `stride` (int[N]?: None or [] = kernel), `dilation` None = 1. One-element lists stand for all dims."""
+    input: str
+    kernel: str
+    stride: str
+    padding: str
+    dilation: str | None
+    ceil_mode: str
+
+
+@dataclass(frozen=True)
+class AdaptivePooled:
+    """`input`'s leading dims, then the `output_size` int[N] param (adaptive pooling)."""
+    input: str
+    output_size: str
 
 
 @dataclass(frozen=True)
@@ -255,6 +278,22 @@ def parse_shape(text: str):
         raise ExprError(f"a reduced shape is reduce(<input>, <dim param>[, <keepdim param>]) or reduce_listed(...): '{text}'")
     if text == "any":
         return AnyShape()
+    m = re.fullmatch(r"pool\(([^()]*)\)", text)
+    if m:
+        args = [a.strip() for a in m.group(1).split(",")]
+        if len(args) != 6 or not all(re.fullmatch(r"[A-Za-z_]\w*", a) for i, a in enumerate(args) if i != 4) \
+                or not re.fullmatch(r"[A-Za-z_]\w*|1", args[4]):
+            raise ExprError("a pooled shape is pool(<input>, <kernel_size>, <stride>, <padding>, <dilation> | 1, "
+                            f"<ceil_mode>): '{text}'")
+        return Pooled(args[0], args[1], args[2], args[3], None if args[4] == "1" else args[4], args[5])
+    if text.startswith("pool"):
+        raise ExprError(f"a pooled shape is pool(<input>, <kernel_size>, <stride>, <padding>, <dilation> | 1, "
+                        f"<ceil_mode>): '{text}'")
+    m = re.fullmatch(r"adaptive_pool\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)", text)
+    if m:
+        return AdaptivePooled(m.group(1), m.group(2))
+    if text.startswith("adaptive_pool"):
+        raise ExprError(f"an adaptive pooled shape is adaptive_pool(<input>, <output_size>): '{text}'")
     m = re.fullmatch(r"along\(\s*([A-Za-z_]\w*)\s*,\s*(\d+)\s*\)", text)
     if m:
         return Along(m.group(1), int(m.group(2)))
@@ -340,6 +379,11 @@ def render(node) -> str:
         return node.param
     if isinstance(node, Not):
         return f"not {render(node.cond)}"
+    if isinstance(node, Pooled):
+        return (f"pool({node.input}, {node.kernel}, {node.stride}, {node.padding}, {node.dilation or 1}, "
+                f"{node.ceil_mode})")
+    if isinstance(node, AdaptivePooled):
+        return f"adaptive_pool({node.input}, {node.output_size})"
     if isinstance(node, Or):
         return " or ".join(render(c) for c in node.conds)
     if isinstance(node, Along):

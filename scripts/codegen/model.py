@@ -97,10 +97,15 @@ class Param:
     choices: tuple | None
     line: int
     none: str | None = None  # elementwise: what None stands for (NONE_VALUES)
+    # `int[N]`: a constant list (schema int[N], C++ IntArrayRef) that torch also takes as one int,
+    # repeated N times (avg_pool2d's kernel_size); an int[] (SymInt[]) of any length otherwise. The
+    # grammar treats both as int[].
+    length: int | None = None
 
     @property
     def schema_type(self) -> str:
-        return PARAM_TYPES[self.type] + ("?" if self.nullable else "")
+        base = f"int[{self.length}]" if self.length else PARAM_TYPES[self.type]
+        return base + ("?" if self.nullable else "")
 
 
 @dataclass(frozen=True)
@@ -387,9 +392,13 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
     ptype = str(spec["type"]).strip()
     nullable = ptype.endswith("?")
     base = ptype[:-1] if nullable else ptype
+    length = None
+    m = re.fullmatch(r"int\[([1-9])\]", base)
+    if m:
+        base, length = "int[]", int(m.group(1))
     if base not in PARAM_TYPES:
         ctx.fail(spec.line_of("type"), f"param '{name}': unknown type '{ptype}'; known: "
-                                       f"{', '.join(PARAM_TYPES)} (append '?' for None)")
+                                       f"{', '.join(PARAM_TYPES)}, int[N] for N in 1..9 (append '?' for None)")
     default = spec.get("default", NO_DEFAULT)
     if "default" in spec:
         ok = {
@@ -419,7 +428,10 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
     if none is not None and (not nullable or none not in NONE_VALUES):
         ctx.fail(spec.line_of("none"), f"param '{name}': none: says what None stands for in a nullable param: "
                                        f"one of {', '.join(NONE_VALUES)}")
-    return Param(name, base, nullable, default, choices, line, none)
+    if length and isinstance(default, tuple) and len(default) != length:
+        ctx.fail(spec.line_of("default"), f"param '{name}': default {list(default)} must have {length} elements "
+                                          f"(int[{length}])")
+    return Param(name, base, nullable, default, choices, line, none, length)
 
 
 def build_op(raw_path: str, cls: str, entry) -> Op:
@@ -481,6 +493,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         shape = _shape(ctx, spec["shape"], spec.line_of("shape"), f"input '{name}'")
         if isinstance(shape, exprs.Reduced):
             ctx.fail(spec.line_of("shape"), f"input '{name}': a reduced shape describes outputs")
+        if isinstance(shape, (exprs.Pooled, exprs.AdaptivePooled)):
+            ctx.fail(spec.line_of("shape"), f"input '{name}': a pooled shape describes outputs")
         if isinstance(shape, exprs.Broadcast):
             ctx.fail(spec.line_of("shape"), f"input '{name}': broadcast_shapes() gives an output's shape; "
                                             "an input that broadcasts takes shape 'any'")
@@ -516,6 +530,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             ctx.fail(spec.line_of("shape"), f"output '{name}': shape same_as({shape.input}) names no input")
         if isinstance(shape, exprs.Reduced):
             _check_reduced(ctx, spec.line_of("shape"), name, shape, input_names, params)
+        if isinstance(shape, (exprs.Pooled, exprs.AdaptivePooled)):
+            _check_pooled(ctx, spec.line_of("shape"), name, shape, inputs, params)
         if dtype.kind == "dtype_or":
             p = next((p for p in params if p.name == dtype.ref), None)
             by_param = p is not None and p.type == "ScalarType" and p.nullable
@@ -731,6 +747,34 @@ def _check_reduced(ctx, line, name, shape, input_names, params):
         k = by_name.get(shape.keepdim)
         if k is None or k.type != "bool" or k.nullable:
             ctx.fail(line, f"output '{name}': {exprs.render(shape)}: '{shape.keepdim}' must be a bool param")
+
+
+def _check_pooled(ctx, line, name, shape, inputs, params):
+    """pool(...) / adaptive_pool(...): an input with a list of dims, int[N] params of one N (the
+    spatial rank), a bool ceil_mode."""
+    by_name = {p.name: p for p in params}
+    what = f"output '{name}': {exprs.render(shape)}"
+    inp = next((i for i in inputs if i.name == shape.input), None)
+    if inp is None or not isinstance(inp.shape, exprs.ShapeList):
+        ctx.fail(line, f"{what}: '{shape.input}' must be an input with a list of dims, e.g. \"[..., C, H, W]\"")
+    if isinstance(shape, exprs.AdaptivePooled):
+        lists = [(shape.output_size, False)]
+    else:
+        lists = [(shape.kernel, False), (shape.stride, None), (shape.padding, False)]
+        if shape.dilation is not None:
+            lists.append((shape.dilation, False))
+        c = by_name.get(shape.ceil_mode)
+        if c is None or c.type != "bool" or c.nullable:
+            ctx.fail(line, f"{what}: '{shape.ceil_mode}' must be a bool param")
+    rank = None
+    for pname, nullable in lists:
+        p = by_name.get(pname)
+        if p is None or p.type != "int[]" or not p.length or (nullable is False and p.nullable):
+            kind = "int[N] or int[N]?" if nullable is None else "int[N]"
+            ctx.fail(line, f"{what}: '{pname}' must be an {kind} param (N: the spatial rank)")
+        if rank is not None and p.length != rank:
+            ctx.fail(line, f"{what}: '{pname}' is int[{p.length}] but the others are int[{rank}]; one spatial rank")
+        rank = p.length
 
 
 def _check_names(ctx, node, line, scalars, lists, tensors, what):

@@ -351,6 +351,8 @@ void fail_rule(const char* op, const char* rule, const c10::SymInt& lhs, const c
 }
 
 void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values) {
+  // a rule over shapes alone (ndim(input) == 3 or C > 0) names no params
+  TORCH_CHECK_VALUE(*names != '\0', op, ": shape rule '", rule, "' is violated");
   TORCH_CHECK_VALUE(false, op, ": params (", names, ") break the rule '", rule, "'; got ", values);
 }
 
@@ -374,6 +376,81 @@ std::string describe_param(const char* name, const std::optional<c10::string_vie
 std::string describe_param(const char* name, const c10::SymInt& v) { return std::string(name) + "=" + sym_str(v); }
 
 std::string describe_param(const char* name, int64_t v) { return std::string(name) + "=" + std::to_string(v); }
+std::string describe_param(const char* name, const std::optional<int64_t>& v) {
+  return v.has_value() ? describe_param(name, *v) : std::string(name) + "=None";
+}
+
+namespace {
+// Pooling params are graph constants: a symbolic one is specialised, as torch's own pooling does.
+int64_t pool_int(c10::SymIntArrayRef v, int64_t j) {
+  return v[v.size() == 1 ? 0 : static_cast<size_t>(j)].guard_int(__FILE__, __LINE__);
+}
+
+void require_pool_input(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
+                        int64_t first_nonempty) {
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  TORCH_CHECK(ndim == rank + 1 || ndim == rank + 2, op, ": '", input, "' must have ", rank + 1, " dims (unbatched) or ",
+              rank + 2, " (batched), got ", dims_str(sizes));
+  for (int64_t d = std::max<int64_t>(first_nonempty, ndim == rank + 2 ? 1 : 0); d < ndim; ++d)
+    TORCH_CHECK(sizes[d] != 0, op, ": '", input, "' must not be empty in dim ", d,
+                " (only a batched input's first dim may be 0), got ", dims_str(sizes));
+}
+}  // namespace
+
+c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
+                             std::array<const char*, 4> names, std::array<c10::SymIntArrayRef, 4> lists,
+                             bool ceil_mode) {
+  for (size_t i = 0; i < lists.size(); ++i) {
+    if (names[i] == nullptr) continue;
+    const size_t n = lists[i].size();
+    const bool ok = n == 1 || n == static_cast<size_t>(rank) || (i == 1 && n == 0);  // stride None or []: kernel_size
+    TORCH_CHECK(ok, op, ": argument '", names[i], "' must be a single int", rank > 1 ? " or " : "",
+                rank > 1 ? std::to_string(rank) + " ints" : std::string(), i == 1 ? " (or None)" : "", ", got ",
+                dims_str(lists[i]));
+  }
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  require_pool_input(op, input, sizes, rank, 0);
+  c10::SymDimVector out(sizes.begin(), sizes.end() - rank);
+  for (int64_t j = 0; j < rank; ++j) {
+    const int64_t k = pool_int(lists[0], j);
+    const int64_t s = lists[1].empty() ? k : pool_int(lists[1], j);
+    const int64_t p = pool_int(lists[2], j);
+    const int64_t d = names[3] == nullptr ? 1 : pool_int(lists[3], j);
+    TORCH_CHECK(k > 0, op, ": argument '", names[0], "' must be positive, got ", dims_str(lists[0]));
+    TORCH_CHECK(s > 0, op, ": argument '", names[1], "' must be positive (None: kernel_size), got ", dims_str(lists[1]));
+    TORCH_CHECK(p >= 0, op, ": argument '", names[2], "' must be non-negative, got ", dims_str(lists[2]));
+    if (names[3] != nullptr)
+      TORCH_CHECK(d > 0, op, ": argument '", names[3], "' must be positive, got ", dims_str(lists[3]));
+    TORCH_CHECK(p <= k / 2, op, ": argument '", names[2], "' must be at most half of '", names[0], "' (padding <= ",
+                "kernel_size // 2), got ", names[2], "=", dims_str(lists[2]), ", ", names[0], "=", dims_str(lists[0]));
+    const c10::SymInt& L = sizes[ndim - rank + j];
+    // (L + 2p - d(k-1) - 1 + (s-1 if ceil)) // s + 1; a negative numerator gives an output below 1.
+    const c10::SymInt num = L + (2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0));
+    c10::SymInt o = num < 0 ? c10::SymInt(0) : num / s + 1;
+    // torch: the last window starts inside the input or its left padding.
+    if (ceil_mode && o > 0 && (o - 1) * s >= L + p) o = o - 1;
+    TORCH_CHECK(o >= 1, op, ": output size is too small: '", input, "' of shape ", dims_str(sizes), " with ", names[0],
+                "=", dims_str(lists[0]), ", ", names[1], "=", dims_str(lists[1]), ", ", names[2], "=",
+                dims_str(lists[2]), names[3] ? std::string(", ") + names[3] + "=" + dims_str(lists[3]) : std::string(),
+                " gives ", sym_str(o), " in spatial dim ", j, " (each output dim must be >= 1)");
+    out.push_back(o);
+  }
+  return out;
+}
+
+c10::SymDimVector adaptive_pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
+                                      const char* output_size_name, c10::SymIntArrayRef output_size) {
+  TORCH_CHECK(static_cast<int64_t>(output_size.size()) == rank, op, ": argument '", output_size_name, "' must have ",
+              rank, " elements, got ", dims_str(output_size));
+  for (const auto& o : output_size)
+    TORCH_CHECK(o >= 0, op, ": argument '", output_size_name, "' must be >= 0 in every dim, got ",
+                dims_str(output_size));
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  require_pool_input(op, input, sizes, rank, ndim - rank);
+  c10::SymDimVector out(sizes.begin(), sizes.end() - rank);
+  out.append(output_size.begin(), output_size.end());
+  return out;
+}
 
 std::string describe_param(const char* name, bool v) { return std::string(name) + (v ? "=True" : "=False"); }
 

@@ -73,6 +73,21 @@ uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, at::Optional
 // `sizes` without the dims in `mask`, or with them as 1 when keepdim.
 c10::SmallVector<c10::SymInt, 8> reduced_shape(c10::SymIntArrayRef sizes, uint64_t mask, bool keepdim);
 
+// A pool(...) output shape (torch.nn.functional.{avg,max}_pool{1,2,3}d): the input's leading dims, then
+// per spatial dim (L + 2p - d(k - 1) - 1 + (s - 1 if ceil_mode)) // s + 1, less one when ceil_mode
+// starts the last window past the input and its left padding. `lists`: kernel_size, stride (empty:
+// kernel_size), padding, dilation (empty with names[3] == nullptr: the op has none, 1); one element
+// stands for every dim. Refuses, as torch does (RuntimeError naming op and argument): lists of
+// another length, an input of neither rank + 1 nor rank + 2 dims or with an empty dim other than a
+// batch, kernel_size/stride/dilation < 1, padding < 0 or > kernel_size / 2, an output dim < 1.
+c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
+                             std::array<const char*, 4> names, std::array<c10::SymIntArrayRef, 4> lists,
+                             bool ceil_mode);
+// An adaptive_pool(...) output shape: the input's leading dims, then output_size (each >= 0, `rank` of
+// them). The input has rank + 1 or rank + 2 dims, its spatial dims non-empty.
+c10::SymDimVector adaptive_pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
+                                      const char* output_size_name, c10::SymIntArrayRef output_size);
+
 void require_strided(const char* op, const char* arg, const at::Tensor& t);
 void require_dtype(const char* op, const char* arg, const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed,
                    const char* rule);
@@ -125,6 +140,7 @@ std::string describe_param(const char* name, const std::optional<c10::string_vie
 std::string describe_param(const char* name, const c10::SymInt& v);
 std::string describe_param(const char* name, int64_t v);
 std::string describe_param(const char* name, bool v);
+std::string describe_param(const char* name, const std::optional<int64_t>& v);
 // A rule over arguments that include optional inputs (given(running_mean)) or dims of the shapes;
 // as fail_param_rule, with describe_input for an input: "running_mean=None" or "running_mean=Tensor[4]".
 [[noreturn]] void fail_argument_rule(const char* op, const char* names, const char* rule, const std::string& values);

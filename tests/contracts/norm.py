@@ -32,6 +32,12 @@ def _instance_norm(device):
     return InstanceNormFwdOp(), _inputs(device, (2, 16, 8, 8)) + (None, None) + _inputs(device, (16,), (16,))
 
 
+def _batch_norm(device):
+    from tileops.norm import BatchNormFwdOp
+    running = (torch.zeros(16, device=device), torch.ones(16, device=device))
+    return BatchNormFwdOp(training=True), _inputs(device, (2, 16, 8, 8)) + running + _inputs(device, (16,), (16,))
+
+
 def _gemma_rms_norm(device):
     from tileops.norm import GemmaRMSNormFwdOp
     return GemmaRMSNormFwdOp((256,)), _inputs(device, (8, 256), (256,))
@@ -80,6 +86,7 @@ CONTRACT = {
     "LayerNormFwdOp": _layer_norm,
     "GroupNormFwdOp": _group_norm,
     "InstanceNormFwdOp": _instance_norm,
+    "BatchNormFwdOp": _batch_norm,
     "RMSNormFwdOp": _rms_norm,
     "FusedAddRMSNormFwdOp": _fused_add_rms_norm,
     "GemmaRMSNormFwdOp": _gemma_rms_norm,

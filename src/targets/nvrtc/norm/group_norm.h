@@ -90,6 +90,12 @@ struct GroupNormArgs {
 };
 using GroupNormArgsOf = GroupNormArgs (*)(const OpCall& call);
 
+// The launch of a spec's kernels (k: its sources(), in order) on a call's tensors; the problem is
+// `problem_of(a)`. BatchNormFwdOp uses it too, with its batch statistics standing for running stats.
+GroupNormProblem group_norm_problem(const GroupNormArgs& a);
+void launch_group_norm(const std::vector<LoadedKernel>& k, const GroupNormSpec& s, const GroupNormArgs& a,
+                       const DeviceFacts& dev, const char* op_name);
+
 struct GroupNormFamily {
   using Problem = GroupNormProblem;
   using Spec = GroupNormSpec;

@@ -14,9 +14,28 @@
 namespace tileops::nvrtc {
 namespace {
 
-const void* ptr_or_null(const at::Tensor* t) { return t ? t->const_data_ptr() : nullptr; }
+class GroupNormKernel final : public Kernel {
+ public:
+  GroupNormKernel(std::vector<LoadedKernel> k, GroupNormSpec s, GroupNormArgsOf args, DeviceFacts dev)
+      : k_(std::move(k)), s_(std::move(s)), args_(args), dev_(std::move(dev)) {}
 
-GroupNormProblem problem_of(const GroupNormArgs& a) {
+  void launch(const OpCall& call) const override { launch_group_norm(k_, s_, args_(call), dev_, call.op_name); }
+
+ private:
+  std::vector<LoadedKernel> k_;
+  GroupNormSpec s_;
+  GroupNormArgsOf args_;
+  DeviceFacts dev_;
+};
+
+GroupNormArgs read_args(const OpCall& call) {
+  const tileops::ops::norm_group_norm_fwd::View v(call);
+  return {v.x(), v.y(), v.weight(), v.bias(), nullptr, nullptr, v.num_groups(), v.eps()};
+}
+
+}  // namespace
+
+GroupNormProblem group_norm_problem(const GroupNormArgs& a) {
   const at::Tensor& x = a.x;
   int64_t hw = 1;
   for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
@@ -33,63 +52,44 @@ GroupNormProblem problem_of(const GroupNormArgs& a) {
   return q;
 }
 
-class GroupNormKernel final : public Kernel {
- public:
-  GroupNormKernel(std::vector<LoadedKernel> k, GroupNormSpec s, GroupNormArgsOf args, DeviceFacts dev)
-      : k_(std::move(k)), s_(std::move(s)), args_(args), dev_(std::move(dev)) {}
-
-  void launch(const OpCall& call) const override {
-    const GroupNormArgs a = args_(call);
-    const GroupNormProblem q = problem_of(a);
-    const void* x = a.x.const_data_ptr();
-    void* y = a.y.mutable_data_ptr();
-    const void* w = s_.weight ? a.weight->const_data_ptr() : nullptr;
-    const void* b = s_.bias ? a.bias->const_data_ptr() : nullptr;
-    const void* rm = s_.running ? a.running_mean->const_data_ptr() : nullptr;
-    const void* rv = s_.running ? a.running_var->const_data_ptr() : nullptr;
-    long long rows = q.rows, groups = q.groups, cpg = q.cpg, hv = q.hw / s_.vec;
-    float eps = static_cast<float>(a.eps);
-    if (s_.impl == GroupNormImpl::kRows) {
-      const long long grid = (rows + s_.rows - 1) / s_.rows;
-      TORCH_CHECK(grid <= INT_MAX, call.op_name, ": too many groups (", rows, ") for one launch");
-      void* args[] = {&x, &w, &b, &rm, &rv, &y, &rows, &groups, &cpg, &hv, &eps};
-      nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(s_.threads()), 0, args);
-      return;
-    }
-    int splits = std::max(1, group_norm_splits(q, dev_));
-    const long long lv = cpg * hv;
-    long long chunk = (lv + splits - 1) / splits;
-    const long long grid = rows * splits;
-    TORCH_CHECK(grid <= INT_MAX, call.op_name, ": too many groups (", rows, ") for one launch");
-    at::Tensor ws;  // each chunk's (count, mean, M2), three floats
-    const void* wsp = nullptr;
-    if (!s_.running) {
-      ws = at::empty({grid * 3}, a.x.options().dtype(at::kFloat));
-      void* wsw = ws.mutable_data_ptr();
-      long long lv_arg = lv;
-      void* args[] = {&x, &wsw, &lv_arg, &splits, &chunk};
-      nvrtc::launch(k_[0], static_cast<unsigned>(grid), static_cast<unsigned>(s_.tpr), 0, args);
-      wsp = wsw;
-    }
-    void* args[] = {&x, &w, &b, &rm, &rv, &wsp, &y, &groups, &cpg, &hv, &splits, &chunk, &eps};
-    nvrtc::launch(k_.back(), static_cast<unsigned>(grid), static_cast<unsigned>(s_.tpr), 0, args);
+void launch_group_norm(const std::vector<LoadedKernel>& k, const GroupNormSpec& s, const GroupNormArgs& a,
+                       const DeviceFacts& dev, const char* op_name) {
+  const GroupNormProblem q = group_norm_problem(a);
+  const void* x = a.x.const_data_ptr();
+  void* y = a.y.mutable_data_ptr();
+  const void* w = s.weight ? a.weight->const_data_ptr() : nullptr;
+  const void* b = s.bias ? a.bias->const_data_ptr() : nullptr;
+  const void* rm = s.running ? a.running_mean->const_data_ptr() : nullptr;
+  const void* rv = s.running ? a.running_var->const_data_ptr() : nullptr;
+  long long rows = q.rows, groups = q.groups, cpg = q.cpg, hv = q.hw / s.vec;
+  float eps = static_cast<float>(a.eps);
+  if (s.impl == GroupNormImpl::kRows) {
+    const long long grid = (rows + s.rows - 1) / s.rows;
+    TORCH_CHECK(grid <= INT_MAX, op_name, ": too many groups (", rows, ") for one launch");
+    void* args[] = {&x, &w, &b, &rm, &rv, &y, &rows, &groups, &cpg, &hv, &eps};
+    nvrtc::launch(k[0], static_cast<unsigned>(grid), static_cast<unsigned>(s.threads()), 0, args);
+    return;
   }
-
- private:
-  std::vector<LoadedKernel> k_;
-  GroupNormSpec s_;
-  GroupNormArgsOf args_;
-  DeviceFacts dev_;
-};
-
-GroupNormArgs read_args(const OpCall& call) {
-  const tileops::ops::norm_group_norm_fwd::View v(call);
-  return {v.x(), v.y(), v.weight(), v.bias(), nullptr, nullptr, v.num_groups(), v.eps()};
+  int splits = std::max(1, group_norm_splits(q, dev));
+  const long long lv = cpg * hv;
+  long long chunk = (lv + splits - 1) / splits;
+  const long long grid = rows * splits;
+  TORCH_CHECK(grid <= INT_MAX, op_name, ": too many groups (", rows, ") for one launch");
+  at::Tensor ws;  // each chunk's (count, mean, M2), three floats
+  const void* wsp = nullptr;
+  if (!s.running) {
+    ws = at::empty({grid * 3}, a.x.options().dtype(at::kFloat));
+    void* wsw = ws.mutable_data_ptr();
+    long long lv_arg = lv;
+    void* args[] = {&x, &wsw, &lv_arg, &splits, &chunk};
+    nvrtc::launch(k[0], static_cast<unsigned>(grid), static_cast<unsigned>(s.tpr), 0, args);
+    wsp = wsw;
+  }
+  void* args[] = {&x, &w, &b, &rm, &rv, &wsp, &y, &groups, &cpg, &hv, &splits, &chunk, &eps};
+  nvrtc::launch(k.back(), static_cast<unsigned>(grid), static_cast<unsigned>(s.tpr), 0, args);
 }
 
-}  // namespace
-
-GroupNormProblem GroupNormFamily::problem(const OpCall& call) const { return problem_of(args(call)); }
+GroupNormProblem GroupNormFamily::problem(const OpCall& call) const { return group_norm_problem(args(call)); }
 
 std::shared_ptr<const Kernel> GroupNormFamily::make(const GroupNormSpec& s, std::vector<LoadedKernel> k,
                                                     const DeviceInfo& dev) const {

@@ -1,0 +1,123 @@
+// Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
+// [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
+// One thread an output element (grid-stride). Index math in I: long long, or int where the plan saw
+// every index and product stay below 2^30 (pool_index_bits; 32-bit divisions are several times
+// cheaper). Window per dim:
+//   pooled   start = o * stride - pad, taps start + i * dil for i < kernel, clipped to [0, in)
+//   adaptive [floor(o * in / out), ceil((o + 1) * in / out)), step 1
+// avg sums in float32 and divides once: divisor_override when nonzero, else (count_include_pad)
+// the window clipped to the padded input, else the window clipped to the input; an adaptive bin
+// divides by its size. max compares in float32 (exact for every storage type), keeps the element it
+// chose (bits included) and lets a NaN win, as torch does; a window with no tap gives -inf.
+#pragma once
+#include "common/dtypes.cuh"
+
+namespace tileops {
+
+constexpr int kPoolAvg = 0;
+constexpr int kPoolMax = 1;
+
+// Spatial geometry, the op's R dims last (dims before 3 - R are unused). Mirrored on the host by
+// PoolGeometry in src/targets/nvrtc/pool/pool.h: same fields, same order, all 64-bit.
+struct PoolGeometry {
+  long long in[3];
+  long long out[3];
+  long long kernel[3];
+  long long stride[3];
+  long long pad[3];
+  long long dil[3];
+};
+
+template <typename I>
+__device__ __forceinline__ I pool_min(I a, I b) { return a < b ? a : b; }
+template <typename I>
+__device__ __forceinline__ I pool_max(I a, I b) { return a > b ? a : b; }
+
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE>
+__global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long total, PoolGeometry geometry,
+                         int count_include_pad, long long divisor_override) {
+  static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
+  constexpr int F = 3 - R;  // first dim used
+  struct {
+    I in[3], out[3], kernel[3], stride[3], pad[3], dil[3];
+  } g;
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    g.in[j] = static_cast<I>(geometry.in[j]);
+    g.out[j] = static_cast<I>(geometry.out[j]);
+    g.kernel[j] = static_cast<I>(geometry.kernel[j]);
+    g.stride[j] = static_cast<I>(geometry.stride[j]);
+    g.pad[j] = static_cast<I>(geometry.pad[j]);
+    g.dil[j] = static_cast<I>(geometry.dil[j]);
+  }
+  I plane_size = 1;
+#pragma unroll
+  for (int j = F; j < 3; ++j) plane_size *= g.in[j];
+  const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < total;
+       idx += step_all) {
+    I rest = idx;
+    I lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, st[3] = {1, 1, 1};
+    long long padded = 1;  // the window clipped to the padded input (count_include_pad's divisor)
+#pragma unroll
+    for (int j = 2; j >= F; --j) {
+      const I o = rest % g.out[j];
+      rest /= g.out[j];
+      if (ADAPTIVE) {
+        lo[j] = o * g.in[j] / g.out[j];
+        hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
+      } else {
+        const I start = o * g.stride[j] - g.pad[j];
+        if (MODE == kPoolAvg) {
+          const I end = pool_min<I>(start + g.kernel[j], g.in[j] + g.pad[j]);
+          padded *= end - start;
+          lo[j] = pool_max<I>(start, 0);
+          hi[j] = pool_min<I>(end, g.in[j]);
+        } else {
+          // first tap at or after 0 (torch steps start by dil while negative); taps end past the last
+          lo[j] = start < 0 ? start + (-start + g.dil[j] - 1) / g.dil[j] * g.dil[j] : start;
+          hi[j] = pool_min<I>(start + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
+          st[j] = g.dil[j];
+        }
+      }
+    }
+    const T* base = x + rest * plane_size;  // rest: the plane (n * C + c)
+    const I in1 = g.in[1], in2 = g.in[2];
+    if (MODE == kPoolAvg) {
+      float sum = 0.f;
+      long long count = 1;  // a product of window sizes may pass 2^31 where each index does not
+#pragma unroll
+      for (int j = F; j < 3; ++j) count *= hi[j] > lo[j] ? hi[j] - lo[j] : 0;
+      if (count == 0) {  // no element of the input in the window: torch writes 0
+        y[idx] = from_float<T>(0.f);
+        continue;
+      }
+      for (I a = lo[0]; a < hi[0]; ++a)
+        for (I b = lo[1]; b < hi[1]; ++b) {
+          const T* row = base + (a * in1 + b) * in2;
+          for (I c = lo[2]; c < hi[2]; ++c) sum += to_float(row[c]);
+        }
+      long long divisor = count;
+      if (!ADAPTIVE) divisor = divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
+      y[idx] = from_float<T>(sum / static_cast<float>(divisor));
+    } else {
+      float best = -__int_as_float(0x7f800000);
+      T chosen = from_float<T>(best);
+      for (I a = lo[0]; a < hi[0]; a += st[0])
+        for (I b = lo[1]; b < hi[1]; b += st[1]) {
+          const T* row = base + (a * in1 + b) * in2;
+          for (I c = lo[2]; c < hi[2]; c += st[2]) {
+            const T v = row[c];
+            const float f = to_float(v);
+            if (f > best || f != f) {  // a NaN wins and stays (nothing compares greater than it)
+              best = f;
+              chosen = v;
+            }
+          }
+        }
+      y[idx] = chosen;
+    }
+  }
+}
+
+}  // namespace tileops

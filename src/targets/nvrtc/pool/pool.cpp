@@ -1,0 +1,200 @@
+// The pool family on the nvrtc target: problem, plan, launch and registration (pool.h).
+#include "targets/nvrtc/pool/pool.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/spec_builder.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+constexpr int kPoolThreads = 256;
+
+namespace avg1 = tileops::ops::pool_avg_pool1d_fwd;
+namespace avg2 = tileops::ops::pool_avg_pool2d_fwd;
+namespace avg3 = tileops::ops::pool_avg_pool3d_fwd;
+namespace max1 = tileops::ops::pool_max_pool1d_fwd;
+namespace max2 = tileops::ops::pool_max_pool2d_fwd;
+namespace max3 = tileops::ops::pool_max_pool3d_fwd;
+using PoolView = tileops::ops::family::pool::View;
+
+// What one call passes besides the pointers: its geometry and the avg params (0 / false otherwise).
+struct PoolArgs {
+  PoolGeometry g;
+  int count_include_pad = 0;
+  int64_t divisor_override = 0;  // 0: none (the manifest refuses 0)
+};
+using ArgsReader = PoolArgs (*)(const OpCall&, int rank);
+
+c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
+
+template <class View>
+PoolArgs avg_args(const OpCall& call, int rank) {
+  const View v(call);
+  PoolArgs a{pool_geometry(v.input().sizes(), v.output().sizes(), rank, v.kernel_size(), or_empty(v.stride()),
+                           v.padding(), {})};
+  a.count_include_pad = v.count_include_pad() ? 1 : 0;
+  if constexpr (!std::is_same_v<View, avg1::View>) a.divisor_override = v.divisor_override().value_or(0);
+  return a;
+}
+template <class View>
+PoolArgs max_args(const OpCall& call, int rank) {
+  const View v(call);
+  return PoolArgs{pool_geometry(v.input().sizes(), v.output().sizes(), rank, v.kernel_size(), or_empty(v.stride()),
+                                v.padding(), v.dilation())};
+}
+PoolArgs adaptive_args(const OpCall& call, int rank) {
+  const PoolView v(call);
+  return PoolArgs{pool_geometry(v.input().sizes(), v.output().sizes(), rank, {}, {}, {}, {})};
+}
+
+class PoolKernel final : public Kernel {
+ public:
+  PoolKernel(LoadedKernel k, int rank, int threads, ArgsReader args)
+      : k_(std::move(k)), rank_(rank), threads_(threads), args_(args) {}
+  void launch(const OpCall& call) const override {
+    const PoolView v(call);
+    PoolArgs a = args_(call, rank_);
+    const void* xp = v.input().const_data_ptr();
+    void* yp = v.output().mutable_data_ptr();
+    long long total = v.output().numel();
+    long long divisor = a.divisor_override;
+    void* args[] = {&xp, &yp, &total, &a.g, &a.count_include_pad, &divisor};
+    nvrtc::launch(k_, pool_grid(total, threads_), static_cast<unsigned>(threads_), 0, args);
+  }
+
+ private:
+  LoadedKernel k_;
+  int rank_;
+  int threads_;
+  ArgsReader args_;
+};
+
+struct PoolFamily {
+  using Problem = PoolProblem;
+  using Spec = PoolSpec;
+  int rank;
+  PoolMode mode;
+  bool adaptive;
+  ArgsReader args;
+
+  Problem problem(const OpCall& call) const {
+    const PoolView v(call);
+    return {v.input().scalar_type(), rank, mode, adaptive,
+            pool_index_bits(v.input().numel(), v.output().numel(), args(call, rank).g)};
+  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
+    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, args);
+  }
+};
+
+KernelBuilder avg_pool1d_builder() { return spec_builder(PoolFamily{1, PoolMode::Avg, false, avg_args<avg1::View>}); }
+KernelBuilder avg_pool2d_builder() { return spec_builder(PoolFamily{2, PoolMode::Avg, false, avg_args<avg2::View>}); }
+KernelBuilder avg_pool3d_builder() { return spec_builder(PoolFamily{3, PoolMode::Avg, false, avg_args<avg3::View>}); }
+KernelBuilder max_pool1d_builder() { return spec_builder(PoolFamily{1, PoolMode::Max, false, max_args<max1::View>}); }
+KernelBuilder max_pool2d_builder() { return spec_builder(PoolFamily{2, PoolMode::Max, false, max_args<max2::View>}); }
+KernelBuilder max_pool3d_builder() { return spec_builder(PoolFamily{3, PoolMode::Max, false, max_args<max3::View>}); }
+KernelBuilder adaptive_avg_pool2d_builder() { return spec_builder(PoolFamily{2, PoolMode::Avg, true, adaptive_args}); }
+KernelBuilder adaptive_max_pool2d_builder() { return spec_builder(PoolFamily{2, PoolMode::Max, true, adaptive_args}); }
+
+int64_t pick(c10::IntArrayRef v, int j, int64_t fallback) {
+  return v.empty() ? fallback : v[v.size() == 1 ? 0 : static_cast<size_t>(j)];
+}
+
+}  // namespace
+
+PoolGeometry pool_geometry(c10::IntArrayRef in_sizes, c10::IntArrayRef out_sizes, int rank, c10::IntArrayRef kernel,
+                           c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation) {
+  TORCH_CHECK(rank >= 1 && rank <= 3 && static_cast<int>(in_sizes.size()) >= rank &&
+                  static_cast<int>(out_sizes.size()) >= rank,
+              "tileops: pool_geometry takes 1 to 3 spatial dims");
+  PoolGeometry g{};
+  for (int d = 0; d < 3; ++d) {
+    const int j = d - (3 - rank);  // the op's spatial dim, or < 0 before them
+    if (j < 0) {
+      g.in[d] = g.out[d] = g.kernel[d] = g.stride[d] = g.dil[d] = 1;
+      g.pad[d] = 0;
+      continue;
+    }
+    g.in[d] = in_sizes[in_sizes.size() - rank + j];
+    g.out[d] = out_sizes[out_sizes.size() - rank + j];
+    g.kernel[d] = pick(kernel, j, 1);
+    g.stride[d] = pick(stride, j, g.kernel[d]);
+    g.pad[d] = pick(padding, j, 0);
+    g.dil[d] = pick(dilation, j, 1);
+  }
+  return g;
+}
+
+int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g) {
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  if (in_numel >= kLimit || out_numel >= kLimit) return 64;
+  for (int d = 0; d < 3; ++d) {
+    // each factor is below 2^30 (sizes of tensors under 2^30 elements, params checked first), so the
+    // products fit in int64 before they are compared
+    if (g.kernel[d] >= kLimit || g.dil[d] >= kLimit || g.stride[d] >= kLimit || g.pad[d] >= kLimit) return 64;
+    const int64_t bound = (g.out[d] + 1) * std::max(g.in[d], g.stride[d]) + g.kernel[d] * g.dil[d] + 2 * g.pad[d];
+    if (bound >= kLimit) return 64;
+  }
+  return 32;
+}
+
+unsigned pool_grid(int64_t total, int threads) {
+  return static_cast<unsigned>(std::clamp<int64_t>((total + threads - 1) / threads, 1, 0x7fffffffLL));
+}
+
+PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
+  return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch};
+}
+
+size_t PoolProblem::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits});
+}
+size_t PoolSpec::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads}) ^
+         std::hash<std::string>()(arch);
+}
+
+std::string pool_name(const PoolSpec& s) {
+  return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
+         std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
+         std::to_string(s.threads) + "__" + s.arch;
+}
+
+jit::KernelSource pool_source(const PoolSpec& s) {
+  TORCH_CHECK(s.dtype == c10::kHalf || s.dtype == c10::kBFloat16 || s.dtype == c10::kFloat,
+              "tileops: pool_fwd has no kernel for dtype ", s.dtype);
+  TORCH_CHECK(s.rank >= 1 && s.rank <= 3, "tileops: pool_fwd pools 1 to 3 dims, not ", s.rank);
+  TORCH_CHECK(s.index_bits == 32 || s.index_bits == 64, "tileops: pool_fwd indexes in int or long long");
+  const std::string expr = std::string("tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
+                           (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " +
+                           std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false") + ">";
+  return make_source(pool_name(s), "pool/pool_fwd.cuh", expr, s.arch);
+}
+
+std::vector<jit::KernelSource> PoolSpec::sources() const { return {pool_source(*this)}; }
+std::string PoolSpec::describe() const {
+  return std::string("pool_fwd(") + (adaptive ? "adaptive " : "") + (mode == PoolMode::Avg ? "avg" : "max") +
+         ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
+         std::to_string(index_bits) + ", threads=" +
+         std::to_string(threads) + ")";
+}
+
+TILEOPS_BUILTIN_KERNEL(nvrtc, AvgPool1dFwdOp, avg_pool1d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, AvgPool2dFwdOp, avg_pool2d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, AvgPool3dFwdOp, avg_pool3d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MaxPool1dFwdOp, max_pool1d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MaxPool2dFwdOp, max_pool2d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MaxPool3dFwdOp, max_pool3d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, AdaptiveAvgPool2dFwdOp, adaptive_avg_pool2d_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, AdaptiveMaxPool2dFwdOp, adaptive_max_pool2d_builder);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,81 @@
+// The pool family on the nvrtc target (manifests/pool.yaml): AvgPool{1,2,3}dFwdOp,
+// MaxPool{1,2,3}dFwdOp, AdaptiveAvgPool2dFwdOp and AdaptiveMaxPool2dFwdOp, all served by
+// src/kernels/pool/pool_fwd.cuh. The spec is (dtype, spatial rank, avg or max, adaptive): sizes,
+// kernel/stride/padding/dilation, count_include_pad and divisor_override are launch arguments.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+
+namespace tileops::nvrtc {
+
+// Same ids as kPoolAvg / kPoolMax in pool_fwd.cuh.
+enum class PoolMode : int { Avg = 0, Max = 1 };
+
+struct PoolProblem {
+  c10::ScalarType dtype;
+  int rank;  // spatial dims pooled: 1, 2 or 3
+  PoolMode mode;
+  bool adaptive;
+  int index_bits = 64;  // 32 when every index and product of the call fits in int (pool_index_bits)
+  bool operator==(const PoolProblem& o) const {
+    return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
+           index_bits == o.index_bits;
+  }
+  size_t hash() const;
+};
+
+struct PoolSpec {
+  c10::ScalarType dtype;
+  int rank;
+  PoolMode mode;
+  bool adaptive;
+  int index_bits;  // 32 or 64: the kernel's index type
+  int threads;     // a CTA's threads, one output element each
+  std::string arch;
+  bool operator==(const PoolSpec& o) const {
+    return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
+           index_bits == o.index_bits && threads == o.threads && arch == o.arch;
+  }
+  size_t hash() const;
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
+
+// The kernel's PoolGeometry (pool_fwd.cuh): the R spatial dims last, the dims before them 1.
+struct PoolGeometry {
+  int64_t in[3];
+  int64_t out[3];
+  int64_t kernel[3];
+  int64_t stride[3];
+  int64_t pad[3];
+  int64_t dil[3];
+};
+static_assert(sizeof(PoolGeometry) == 18 * 8, "PoolGeometry mirrors the kernel's: 18 int64 fields");
+
+// Pure: the kernel a problem takes on a device.
+PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev);
+std::string pool_name(const PoolSpec& s);
+jit::KernelSource pool_source(const PoolSpec& s);
+// The geometry of one call: input and output sizes (their last `rank` dims), and kernel_size,
+// stride (empty: kernel_size), padding and dilation (empty: 1) as the op gave them, a one-element
+// list standing for every dim. Adaptive pools pass empty lists.
+PoolGeometry pool_geometry(c10::IntArrayRef in_sizes, c10::IntArrayRef out_sizes, int rank, c10::IntArrayRef kernel,
+                           c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation);
+// 32 when the kernel's int index math cannot overflow for these sizes and this geometry: both
+// tensors below 2^30 elements, and per dim (out + 1) * max(in, stride) + kernel * dilation + 2 * pad
+// (the largest window bound or adaptive product formed) below 2^30, with room for the grid stride;
+// else 64.
+int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g);
+// Blocks for `total` outputs of `threads` a CTA (one trip each, capped at the grid's x limit: the
+// kernel strides past it).
+unsigned pool_grid(int64_t total, int threads);
+
+}  // namespace tileops::nvrtc

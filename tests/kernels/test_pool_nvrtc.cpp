@@ -1,0 +1,152 @@
+// The pool kernels (src/kernels/pool/pool_fwd.cuh) compile with NVRTC to CUBIN for sm_80 and sm_90a
+// in every specialisation the plans take (no GPU needed), and the plan and the launch geometry are
+// pure functions of the problem, the call's sizes and params and the device facts.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
+#include "targets/nvrtc/pool/pool.h"
+
+namespace {
+
+using tileops::nvrtc::PoolGeometry;
+using tileops::nvrtc::PoolMode;
+using tileops::nvrtc::PoolProblem;
+using tileops::nvrtc::PoolSpec;
+
+tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
+  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
+  f.arch = arch;
+  return f;
+}
+
+// The problems the registered ops pose: avg/max over 1, 2 and 3 dims, and the adaptive 2-D pools,
+// each with int and long long index math.
+std::vector<PoolProblem> all_problems() {
+  std::vector<PoolProblem> out;
+  for (auto dtype : {c10::kHalf, c10::kBFloat16, c10::kFloat})
+    for (int bits : {32, 64}) {
+      for (int rank = 1; rank <= 3; ++rank)
+        for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits});
+      for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, 2, mode, true, bits});
+    }
+  return out;
+}
+
+class PoolCompiles : public ::testing::TestWithParam<std::tuple<PoolProblem, const char*>> {};
+
+TEST_P(PoolCompiles, ToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto& [q, arch] = GetParam();
+  const PoolSpec s = tileops::nvrtc::plan_pool(q, facts_for(arch));
+  const auto sources = s.sources();
+  ASSERT_EQ(sources.size(), 1u);
+  const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
+  ASSERT_GT(cubin.image.size(), 4u);
+  EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_NE(cubin.lowered_name.find("pool_fwd"), std::string::npos) << cubin.lowered_name;
+  EXPECT_NE(sources[0].name.find(arch), std::string::npos);
+}
+
+std::string PoolCaseName(const ::testing::TestParamInfo<PoolCompiles::ParamType>& info) {
+  const PoolProblem& q = std::get<0>(info.param);
+  return std::string(q.adaptive ? "adaptive_" : "") + (q.mode == PoolMode::Avg ? "avg" : "max") +
+         std::to_string(q.rank) + "d_" + tileops::nvrtc::short_type_name(q.dtype) + "_i" +
+         std::to_string(q.index_bits) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, PoolCompiles,
+                         ::testing::Combine(::testing::ValuesIn(all_problems()), ::testing::Values("sm_80", "sm_90a")),
+                         PoolCaseName);
+
+TEST(PoolPlan, IsThePoolKernelOfTheProblemOnTheDevice) {
+  const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
+  std::set<std::string> names;
+  for (const PoolProblem& q : all_problems()) {
+    const PoolSpec s = tileops::nvrtc::plan_pool(q, h200);
+    EXPECT_EQ(s.dtype, q.dtype);
+    EXPECT_EQ(s.rank, q.rank);
+    EXPECT_EQ(s.mode, q.mode);
+    EXPECT_EQ(s.adaptive, q.adaptive);
+    EXPECT_EQ(s.index_bits, q.index_bits);
+    EXPECT_EQ(s.threads, 256);
+    EXPECT_EQ(s.arch, "sm_90a");
+    EXPECT_TRUE(s == tileops::nvrtc::plan_pool(q, h200));  // pure: same problem, same spec
+    names.insert(tileops::nvrtc::pool_name(s));
+  }
+  EXPECT_EQ(names.size(), all_problems().size());  // one kernel name per specialisation
+  const PoolSpec a = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, true, 32}, h200);
+  EXPECT_EQ(tileops::nvrtc::pool_name(a), "adaptive_max_pool2d_fwd__f16__i32__t256__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::pool_source(a).name_expression, "tileops::pool_fwd<tileops::f16, int, 2, 1, true>");
+  const PoolSpec b = tileops::nvrtc::plan_pool({c10::kFloat, 3, PoolMode::Avg, false, 64}, h200);
+  EXPECT_EQ(tileops::nvrtc::pool_source(b).name_expression, "tileops::pool_fwd<float, long long, 3, 0, false>");
+}
+
+TEST(PoolIndexBits, IntOnlyWhereNoIndexOrProductCanReach2To30) {
+  using tileops::nvrtc::pool_geometry;
+  using tileops::nvrtc::pool_index_bits;
+  // resnet stem max_pool2d: small everything
+  const PoolGeometry stem = pool_geometry({32, 64, 112, 112}, {32, 64, 56, 56}, 2, {3}, {2}, {1}, {1});
+  EXPECT_EQ(pool_index_bits(32LL * 64 * 112 * 112, 32LL * 64 * 56 * 56, stem), 32);
+  // a tensor of 2^30 elements or more: long long
+  EXPECT_EQ(pool_index_bits(int64_t{1} << 30, 1, stem), 64);
+  EXPECT_EQ(pool_index_bits(1, int64_t{1} << 30, stem), 64);
+  // an adaptive bin bound (o + 1) * in past 2^30 though both tensors are small
+  const PoolGeometry wide = pool_geometry({1, 1, 1, 40000}, {1, 1, 1, 30000}, 2, {}, {}, {}, {});
+  EXPECT_EQ(pool_index_bits(40000, 30000, wide), 64);
+  // a huge kernel over padding (valid for torch: padding <= kernel / 2) or a huge stride
+  const PoolGeometry kernel = pool_geometry({1, 1, 5}, {1, 1, 1}, 1, {int64_t{1} << 31}, {1}, {int64_t{1} << 30}, {1});
+  EXPECT_EQ(pool_index_bits(5, 1, kernel), 64);
+  const PoolGeometry stride = pool_geometry({1, 1, 5}, {1, 1, 1}, 1, {2}, {int64_t{1} << 40}, {0}, {1});
+  EXPECT_EQ(pool_index_bits(5, 1, stride), 64);
+}
+
+TEST(PoolGeometry, PutsTheSpatialDimsLastAndReadsTorchsShorthands) {
+  // avg_pool2d([2, 3, 9, 11], kernel_size=[3] (both dims), stride=None, padding=[1, 0])
+  const PoolGeometry g = tileops::nvrtc::pool_geometry({2, 3, 9, 11}, {2, 3, 4, 3}, 2, {3}, {}, {1, 0}, {});
+  const int64_t in[3] = {1, 9, 11}, out[3] = {1, 4, 3}, k[3] = {1, 3, 3}, s[3] = {1, 3, 3}, p[3] = {0, 1, 0},
+                d[3] = {1, 1, 1};
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(g.in[j], in[j]) << j;
+    EXPECT_EQ(g.out[j], out[j]) << j;
+    EXPECT_EQ(g.kernel[j], k[j]) << j;
+    EXPECT_EQ(g.stride[j], s[j]) << j;
+    EXPECT_EQ(g.pad[j], p[j]) << j;
+    EXPECT_EQ(g.dil[j], d[j]) << j;
+  }
+  // max_pool1d on an unbatched [C, L] input, dilation 2, stride 1
+  const PoolGeometry m = tileops::nvrtc::pool_geometry({5, 17}, {5, 13}, 1, {3}, {1}, {0}, {2});
+  EXPECT_EQ(m.in[2], 17);
+  EXPECT_EQ(m.out[2], 13);
+  EXPECT_EQ(m.kernel[2], 3);
+  EXPECT_EQ(m.stride[2], 1);
+  EXPECT_EQ(m.dil[2], 2);
+  EXPECT_EQ(m.in[0] * m.in[1] * m.out[0] * m.out[1], 1);
+  // 3-D: every dim its own
+  const PoolGeometry v = tileops::nvrtc::pool_geometry({1, 2, 5, 6, 7}, {1, 2, 2, 3, 4}, 3, {1, 2, 3}, {2, 2, 2},
+                                                       {0, 1, 1}, {1, 1, 1});
+  EXPECT_EQ(v.kernel[0], 1);
+  EXPECT_EQ(v.kernel[2], 3);
+  EXPECT_EQ(v.pad[1], 1);
+  EXPECT_EQ(v.in[0], 5);
+  EXPECT_EQ(v.out[2], 4);
+  // adaptive: sizes only
+  const PoolGeometry a = tileops::nvrtc::pool_geometry({8, 64, 55, 57}, {8, 64, 7, 7}, 2, {}, {}, {}, {});
+  EXPECT_EQ(a.in[1], 55);
+  EXPECT_EQ(a.out[2], 7);
+}
+
+TEST(PoolGrid, OneThreadAnOutputCappedAtTheGridLimit) {
+  EXPECT_EQ(tileops::nvrtc::pool_grid(1, 256), 1u);
+  EXPECT_EQ(tileops::nvrtc::pool_grid(256, 256), 1u);
+  EXPECT_EQ(tileops::nvrtc::pool_grid(257, 256), 2u);
+  EXPECT_EQ(tileops::nvrtc::pool_grid(int64_t{1} << 45, 256), 0x7fffffffu);  // the kernel strides the rest
+}
+
+}  // namespace

@@ -1,0 +1,113 @@
+"""The pool family's ops beside their torch.nn.functional references, and the param combinations
+the CPU and GPU tests run (ceil_mode edge cases, padding, dilation, count_include_pad,
+divisor_override, odd sizes, one-int and per-dim lists)."""
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+ops = torch.ops.tileops
+
+
+@dataclass(frozen=True)
+class Pool:
+    stem: str        # avg_pool2d: operator tileops::pool_<stem>_fwd, class AvgPool2dFwdOp
+    cls: str
+    ref: object      # torch.nn.functional.<stem>
+    rank: int        # spatial dims
+    kind: str        # avg | max | adaptive
+    dtypes: tuple
+
+    @property
+    def op(self):
+        return getattr(ops, f"pool_{self.stem}_fwd")
+
+    @property
+    def name(self):
+        return f"pool_{self.stem}_fwd"
+
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+POOLS = [
+    Pool("avg_pool1d", "AvgPool1dFwdOp", F.avg_pool1d, 1, "avg", FLOATS),
+    Pool("avg_pool2d", "AvgPool2dFwdOp", F.avg_pool2d, 2, "avg", FLOATS),
+    Pool("avg_pool3d", "AvgPool3dFwdOp", F.avg_pool3d, 3, "avg", FLOATS),
+    Pool("max_pool1d", "MaxPool1dFwdOp", F.max_pool1d, 1, "max", FLOATS),
+    Pool("max_pool2d", "MaxPool2dFwdOp", F.max_pool2d, 2, "max", FLOATS),
+    Pool("max_pool3d", "MaxPool3dFwdOp", F.max_pool3d, 3, "max", FLOATS),
+    Pool("adaptive_avg_pool2d", "AdaptiveAvgPool2dFwdOp", F.adaptive_avg_pool2d, 2, "adaptive",
+         (torch.float16, torch.bfloat16)),
+    Pool("adaptive_max_pool2d", "AdaptiveMaxPool2dFwdOp", F.adaptive_max_pool2d, 2, "adaptive",
+         (torch.float16, torch.bfloat16)),
+]
+BY_STEM = {p.stem: p for p in POOLS}
+SIZES = {1: [(7,), (16,), (33,)], 2: [(7, 9), (16, 16), (5, 13)], 3: [(5, 6, 7), (4, 4, 9)]}
+
+
+def per_dim(rank, *values):
+    """A per-dim list from the first `rank` values (one spatial dim each)."""
+    return list(values[:rank])
+
+
+def params_for(pool: Pool, size):
+    """Param dicts for one spatial size: every combination listed is valid for torch there."""
+    r = pool.rank
+    if pool.kind == "adaptive":
+        return [{"output_size": o} for o in ([1, 1], [3, 2], [size[0], size[1]], [size[0] + 3, 2], [7, 5], 4)]
+    out = []
+    for k, s, p in ((2, None, 0), (3, 2, 1), (3, 1, 1), (per_dim(r, 3, 2, 1), per_dim(r, 2, 1, 2), per_dim(r, 1, 0, 0)),
+                    (2, 2, 1), (4, 3, 2), (1, 1, 0), (3, [], 0)):
+        if any(d < (max(k) if isinstance(k, list) else k) for d in size):
+            continue
+        for ceil_mode in (False, True):
+            base = {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": ceil_mode}
+            if pool.kind == "avg":
+                out.append({**base, "count_include_pad": True})
+                out.append({**base, "count_include_pad": False})
+                if r > 1:
+                    out.append({**base, "count_include_pad": False, "divisor_override": 3})
+                    out.append({**base, "divisor_override": -2})
+            else:
+                out.append(base)
+                d = 2 if r == 1 else per_dim(r, 2, 1, 3)
+                eff = [(kk - 1) * dd + 1 for kk, dd in zip(k if isinstance(k, list) else [k] * r,
+                                                           d if isinstance(d, list) else [d] * r)]
+                if all(e <= n + 2 * (p if isinstance(p, int) else pp) for e, n, pp in
+                       zip(eff, size, p if isinstance(p, list) else [p] * r)):
+                    out.append({**base, "dilation": d})
+    return out
+
+
+def our_args(pool: Pool, params: dict):
+    """Positional args of the operator from a param dict (torch's names, None -> schema default)."""
+    p = dict(params)
+    if pool.kind == "adaptive":
+        return (p["output_size"],)
+    names = ["kernel_size", "stride", "padding"]
+    names += ["ceil_mode", "count_include_pad"] if pool.kind == "avg" else ["dilation", "ceil_mode"]
+    if pool.kind == "avg" and pool.rank > 1:
+        names.append("divisor_override")
+    defaults = {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False, "count_include_pad": True,
+                "divisor_override": None}
+    return tuple(p.get(n, defaults.get(n)) for n in names)
+
+
+def reference(pool: Pool, x, params: dict):
+    p = dict(params)
+    if pool.kind == "adaptive":
+        out = pool.ref(x, p["output_size"])
+        return out[0] if isinstance(out, tuple) else out
+    if p.get("stride") is None:
+        p.pop("stride", None)
+    return pool.ref(x, **p)
+
+
+def call(pool: Pool, x, params: dict, **kw):
+    return pool.op(x, *our_args(pool, params), **kw)
+
+
+def sample(shape, dtype, device="cpu", nan=False):
+    x = torch.randn(shape, device=device) * 3
+    if nan and x.numel() > 2:
+        x.view(-1)[x.numel() // 3] = float("nan")
+    return x.to(dtype)
