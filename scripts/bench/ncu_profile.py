@@ -68,6 +68,22 @@ def _unary(name, *params):
     return lambda: op(x, *params)
 
 
+def _spatial(kind, compiled):
+    """InstanceNorm 8x128x32x32 and max_pool2d's resnet stem (f16), ours or torch.compile of torch's."""
+    ops = torch.ops.tileops
+    if kind == "instance_norm":
+        x = torch.randn(8, 128, 32, 32, device="cuda", dtype=torch.float16)
+        if compiled:
+            f = torch.compile(lambda x: F.instance_norm(x), fullgraph=True)
+            return lambda: f(x)
+        return lambda: ops.norm_instance_norm_fwd(x, None, None, None, None)
+    x = torch.randn(32, 64, 112, 112, device="cuda", dtype=torch.float16)
+    if compiled:
+        f = torch.compile(lambda x: F.max_pool2d(x, 3, 2, 1), fullgraph=True)
+        return lambda: f(x)
+    return lambda: ops.pool_max_pool2d_fwd(x, [3, 3], [2, 2], [1, 1], [1, 1], False)
+
+
 # name -> factory of a zero-argument call (inputs allocated once)
 WORKLOADS = {
     "rms_2048x8192": lambda: _norm(2048, 8192, "rms"),
@@ -89,6 +105,10 @@ WORKLOADS = {
     "silu_8192x8192": lambda: _unary("silu"),
     "rope_gptj": lambda: _rope(False),
     "rope_neox": lambda: _rope(True),
+    "instance_norm_8x128x32x32": lambda: _spatial("instance_norm", False),
+    "instance_norm_compiled_8x128x32x32": lambda: _spatial("instance_norm", True),
+    "max_pool2d_resnet_stem": lambda: _spatial("max_pool2d", False),
+    "max_pool2d_compiled_resnet_stem": lambda: _spatial("max_pool2d", True),
 }
 
 # (column header, raw metric name, scale): what the summary prints per kernel.

@@ -12,9 +12,9 @@ from tileops import warmup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), CUDA_VISIBLE_DEVICES="")
-# Compiling every workload's kernels takes minutes here; these cover a row norm, a split softmax and
-# batch norm's statistics and merge. The other ops' calls are planned (all of them, below), which is
-# the part that differs.
+# Compiling every workload's kernels takes minutes here; these cover a row norm, a split softmax,
+# batch norm's one-launch kernels and its statistics and merge. The other ops' calls are planned (all
+# of them, below), which is the part that differs.
 OPS = ("RMSNormFwdOp", "SoftmaxFwdOp", "BatchNormFwdOp")
 
 

@@ -88,6 +88,16 @@ def test_windows_of_every_size_and_large_kernels():
             for stem in ("avg_pool1d", "max_pool1d"):
                 params = {"kernel_size": k, "stride": 1 + k // 3, "padding": k // 2, "ceil_mode": True}
                 check(BY_STEM[stem], call(BY_STEM[stem], x, params), x, params)
+        # 2-D and 3-D windows either side of the 128 taps the code can hold (121 and 125 in the code,
+        # 144 and 150 read from the geometry)
+        for stem, shape, ks in (("avg_pool2d", (2, 8, 40, 41), ([11, 11], [12, 12])),
+                                ("max_pool2d", (2, 8, 40, 41), ([11, 11], [12, 12])),
+                                ("avg_pool3d", (2, 4, 12, 13, 14), ([5, 5, 5], [5, 5, 6])),
+                                ("max_pool3d", (2, 4, 12, 13, 14), ([5, 5, 5], [5, 5, 6]))):
+            v = sample(shape, dtype, device="cuda")
+            for k in ks:
+                params = {"kernel_size": k, "stride": 2, "padding": 2, "ceil_mode": True}
+                check(BY_STEM[stem], call(BY_STEM[stem], v, params), v, params)
         a = sample((2, 16, 55, 57), torch.bfloat16 if dtype == torch.float32 else dtype, device="cuda")
         for o in ([1, 1], [7, 7], [55, 57], [60, 100], [3, 56]):
             for stem in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
@@ -168,15 +178,20 @@ def test_build_keys(counters):
     x = torch.randn(2, 3, 16, 16, device="cuda", dtype=torch.float16)
     call(avg, x, {"kernel_size": 2})
     assert counters()["kernel_builds"] == 1
-    # other sizes and params are launch arguments: the same kernel
+    # sizes, ceil_mode, count_include_pad and divisor_override are launch arguments: the same kernel
     call(avg, torch.randn(5, 7, 9, 31, device="cuda", dtype=torch.float16),
-         {"kernel_size": 3, "padding": 1, "ceil_mode": True, "divisor_override": 2})
+         {"kernel_size": 2, "ceil_mode": True, "count_include_pad": False, "divisor_override": 2})
     assert counters()["kernel_builds"] == 1
+    call(avg, x, {"kernel_size": 3, "padding": 1})  # a small window is in the code: a kernel of its own
+    assert counters()["kernel_builds"] == 2
+    call(avg, x, {"kernel_size": 12})  # 144 taps: the window is a launch argument
+    call(avg, x, {"kernel_size": [13, 11], "stride": 1})  # so this one shares that kernel
+    assert counters()["kernel_builds"] == 3
     call(avg, x.float(), {"kernel_size": 2})          # another dtype
     call(BY_STEM["max_pool2d"], x, {"kernel_size": 2})  # max
     call(BY_STEM["adaptive_avg_pool2d"], x, {"output_size": 2})  # adaptive
     call(BY_STEM["avg_pool3d"], x.view(2, 3, 1, 16, 16), {"kernel_size": [1, 2, 2]})  # rank 3
-    assert counters()["kernel_builds"] == 5
+    assert counters()["kernel_builds"] == 7
 
 
 def test_cuda_graph_after_warm_up_replays_correctly():

@@ -1,7 +1,8 @@
 """src/kernels/pool/pool_fwd.cuh compiled as host C++ (float32, a few emulated CTAs and threads) and
 run against torch.nn.functional on CPU: the kernel's windows, divisors, ceil_mode bounds, dilation
-steps, adaptive bins, NaN rule and grid-stride loop, for both index types, without a GPU. Needs a
-host C++ compiler (skipped without one)."""
+steps, adaptive bins, NaN rule and grid-stride loop, for both index types and for the windows the
+plan writes into the code (PoolWindow, each case's window instantiated), without a GPU. Needs a host
+C++ compiler (skipped without one)."""
 import ctypes
 import os
 import shutil
@@ -35,7 +36,12 @@ static Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 #include "pool/pool_fwd.cuh"
 using namespace tileops;
-template <typename I, int R, int M, bool A>
+PoolDividers dividers_of(const PoolGeometry& g) {  // as the library's pool_dividers makes them
+  PoolDividers p{};
+  for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(g.out[j]));
+  return p;
+}
+template <typename I, int R, int M, bool A, class W = PoolWindowOfCall>
 void grid(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d) {
   blockDim.x = 3;  // 2 CTAs of 3 threads: most outputs come from the grid-stride loop
   gridDim.x = 2;
@@ -43,7 +49,7 @@ void grid(const float* x, float* y, long long total, const PoolGeometry* g, int 
     for (unsigned t = 0; t < blockDim.x; ++t) {
       blockIdx.x = b;
       threadIdx.x = t;
-      pool_fwd<float, I, R, M, A>(x, y, total, *g, cip, d);
+      pool_fwd<float, I, R, M, A, W>(x, y, total, *g, dividers_of(*g), cip, d);
     }
 }
 template <typename I>
@@ -67,8 +73,58 @@ extern "C" void pool_run(const float* x, float* y, long long total, const PoolGe
 """
 
 
+def fixed_driver(windows):
+    """Host entry points pool_fixed_<i> for each (rank, mode, window) of `windows`, int index."""
+    out = []
+    for i, (rank, mode, w) in enumerate(windows):
+        args = ", ".join(map(str, w))
+        out.append(f'extern "C" void pool_fixed_{i}(const float* x, float* y, long long total, const PoolGeometry* g, '
+                   f'int cip, long long d) {{ grid<int, {rank}, {mode}, false, PoolWindow<{args}>>(x, y, total, g, cip, d); }}')
+    return "\n".join(out) + "\n"
+
+
+def window_of(g):
+    """The 12 values the plan writes into the code (pool_small_window in pool.cpp), or None."""
+    w = [v for field in ("kernel", "stride", "pad", "dil") for v in getattr(g, field)]
+    taps = g.kernel[0] * g.kernel[1] * g.kernel[2]
+    return tuple(w) if all(0 <= v < 256 for v in w) and 0 < taps <= 128 else None
+
+
 class Geometry(ctypes.Structure):  # PoolGeometry: the op's spatial dims last
     _fields_ = [(n, ctypes.c_longlong * 3) for n in ("inn", "out", "kernel", "stride", "pad", "dil")]
+
+
+def host_cases(pool):
+    """(x, params, expected) of every case the host test runs for one pool op."""
+    extra = {1: [(1,), (2,)], 2: [(1, 3), (55, 57)], 3: [(1, 2, 3)]}[pool.rank]
+    for size in SIZES[pool.rank] + extra:
+        cases = params_for(pool, size)
+        if pool.kind == "adaptive":
+            cases += [{"output_size": o} for o in ([1, 1], [2 * size[0] + 1, 3], [5, 7])]
+        for params in cases:
+            torch.manual_seed(len(params) * 1000 + sum(size))
+            x = sample((2, 3, *size), torch.float32, nan=True).contiguous()
+            try:
+                expect = reference(pool, x, params)
+            except RuntimeError:
+                continue  # refused before any kernel (tests/pool)
+            if expect.numel() == 0:
+                continue
+            yield x, params, expect
+
+
+def fixed_windows():
+    """Every (rank, mode, window) a host case of a non-adaptive pool would have written into code."""
+    out = []
+    for pool in POOLS:
+        if pool.kind == "adaptive":
+            continue
+        for x, params, expect in host_cases(pool):
+            w = window_of(geometry(pool, x, params, expect.shape))
+            key = (pool.rank, 0 if pool.kind == "avg" else 1, w)
+            if w is not None and key not in out:
+                out.append(key)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +134,15 @@ def kernel(tmp_path_factory):
     d = tmp_path_factory.mktemp("pool_host")
     (d / "common").mkdir()
     (d / "common" / "dtypes.cuh").write_text(SHIM)
-    (d / "driver.cpp").write_text(DRIVER)
+    windows = fixed_windows()
+    (d / "driver.cpp").write_text(DRIVER + fixed_driver(windows))
     lib = d / "libpool_host.so"
     # the shim folder first, so the kernel's "common/dtypes.cuh" is the host one
     subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{d}", f"-I{os.path.join(ROOT, 'src', 'kernels')}",
                     str(d / "driver.cpp"), "-o", str(lib)], check=True)
-    return ctypes.CDLL(str(lib))
+    lib = ctypes.CDLL(str(lib))
+    lib.windows = {key: getattr(lib, f"pool_fixed_{i}") for i, key in enumerate(windows)}
+    return lib
 
 
 def per_dim(v, r, fallback):
@@ -93,7 +152,7 @@ def per_dim(v, r, fallback):
     return v * r if len(v) == 1 else v
 
 
-def run_kernel(kernel, pool, x, params, out_shape, bits):
+def geometry(pool, x, params, out_shape):
     r = pool.rank
     k = per_dim(params.get("kernel_size"), r, [1] * r)
     s = per_dim(params.get("stride"), r, k)
@@ -109,37 +168,45 @@ def run_kernel(kernel, pool, x, params, out_shape, bits):
             continue
         g.inn[d], g.out[d] = x.shape[x.dim() - r + j], out_shape[len(out_shape) - r + j]
         g.kernel[d], g.stride[d], g.pad[d], g.dil[d] = k[j], s[j], p[j], dl[j]
+    return g
+
+
+def run_kernel(kernel, pool, x, params, out_shape, bits):
+    """The kernel's output: bits 32 or 64 (window read from the geometry), or "fixed" (the case's
+    window written into the code, int index; None when the plan would not fix it)."""
+    g = geometry(pool, x, params, out_shape)
     y = torch.empty(out_shape)
+    if bits == "fixed":
+        w = window_of(g)
+        if w is None or pool.kind == "adaptive":
+            return None
+        entry = kernel.windows[(pool.rank, 0 if pool.kind == "avg" else 1, w)]
+        entry(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_longlong(y.numel()),
+              ctypes.byref(g), ctypes.c_int(int(params.get("count_include_pad", True))),
+              ctypes.c_longlong(params.get("divisor_override") or 0))
+        return y
     kernel.pool_run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_longlong(y.numel()),
                     ctypes.byref(g), ctypes.c_int(int(params.get("count_include_pad", True))),
-                    ctypes.c_longlong(params.get("divisor_override") or 0), ctypes.c_int(r),
+                    ctypes.c_longlong(params.get("divisor_override") or 0), ctypes.c_int(pool.rank),
                     ctypes.c_int(0 if "avg" in pool.stem else 1), ctypes.c_int(pool.kind == "adaptive"),
                     ctypes.c_int(bits))
     return y
 
 
-@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("bits", [32, 64, "fixed"])
 @pytest.mark.parametrize("pool", POOLS, ids=[p.stem for p in POOLS])
 def test_kernel_matches_torch_on_host(kernel, pool, bits):
-    extra = {1: [(1,), (2,)], 2: [(1, 3), (55, 57)], 3: [(1, 2, 3)]}[pool.rank]
+    if bits == "fixed" and pool.kind == "adaptive":
+        pytest.skip("adaptive bins have no fixed window")
     checked = 0
-    for size in SIZES[pool.rank] + extra:
-        cases = params_for(pool, size)
-        if pool.kind == "adaptive":
-            cases += [{"output_size": o} for o in ([1, 1], [2 * size[0] + 1, 3], [5, 7])]
-        for params in cases:
-            x = sample((2, 3, *size), torch.float32, nan=True).contiguous()
-            try:
-                expect = reference(pool, x, params)
-            except RuntimeError:
-                continue  # refused before any kernel (tests/pool)
-            if expect.numel() == 0:
-                continue
-            y = run_kernel(kernel, pool, x, params, expect.shape, bits)
-            what = f"{pool.stem} {size} {params}"
-            if "avg" in pool.stem:  # float32 sums in another order than torch's (vectorised) loops
-                torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5, equal_nan=True, msg=what)
-            else:
-                torch.testing.assert_close(y, expect, rtol=0, atol=0, equal_nan=True, msg=what)
-            checked += 1
+    for x, params, expect in host_cases(pool):
+        y = run_kernel(kernel, pool, x, params, expect.shape, bits)
+        if y is None:
+            continue
+        what = f"{pool.stem} {tuple(x.shape)} {params}"
+        if "avg" in pool.stem:  # float32 sums in another order than torch's (vectorised) loops
+            torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5, equal_nan=True, msg=what)
+        else:
+            torch.testing.assert_close(y, expect, rtol=0, atol=0, equal_nan=True, msg=what)
+        checked += 1
     assert checked > 10

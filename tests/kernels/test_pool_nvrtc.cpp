@@ -1,13 +1,17 @@
 // The pool kernels (src/kernels/pool/pool_fwd.cuh) compile with NVRTC to CUBIN for sm_80 and sm_90a
-// in every specialisation the plans take (no GPU needed), and the plan and the launch geometry are
-// pure functions of the problem, the call's sizes and params and the device facts.
+// in every specialisation the plans take (no GPU needed), small windows written into the code
+// included, and the plan and the launch geometry are pure functions of the problem, the call's sizes
+// and params and the device facts; the int index path's dividers are exact.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
 
 #include "jit/cuda_driver.h"
+#include "kernels/common/int_divider.cuh"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
@@ -19,6 +23,14 @@ using tileops::nvrtc::PoolGeometry;
 using tileops::nvrtc::PoolMode;
 using tileops::nvrtc::PoolProblem;
 using tileops::nvrtc::PoolSpec;
+using tileops::nvrtc::PoolWindowParams;
+
+// The window of a call (pool_geometry's shorthands), as the problem records it.
+PoolWindowParams window_of(int rank, c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef pad,
+                           c10::IntArrayRef dil) {
+  const std::vector<int64_t> in(rank + 2, 64), out(rank + 2, 8);
+  return tileops::nvrtc::pool_small_window(tileops::nvrtc::pool_geometry(in, out, rank, kernel, stride, pad, dil));
+}
 
 tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
   tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
@@ -35,6 +47,12 @@ std::vector<PoolProblem> all_problems() {
       for (int rank = 1; rank <= 3; ++rank)
         for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits});
       for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, 2, mode, true, bits});
+      // small windows in the code: a padded 3x3 (x3) stride 2, and the largest (128 taps, dilated)
+      for (int rank = 1; rank <= 3; ++rank)
+        for (auto mode : {PoolMode::Avg, PoolMode::Max}) {
+          out.push_back({dtype, rank, mode, false, bits, window_of(rank, {3}, {2}, {1}, {})});
+          if (mode == PoolMode::Max && rank == 1) out.push_back({dtype, 1, mode, false, bits, window_of(1, {128}, {1}, {0}, {2})});
+        }
     }
   return out;
 }
@@ -58,7 +76,8 @@ std::string PoolCaseName(const ::testing::TestParamInfo<PoolCompiles::ParamType>
   const PoolProblem& q = std::get<0>(info.param);
   return std::string(q.adaptive ? "adaptive_" : "") + (q.mode == PoolMode::Avg ? "avg" : "max") +
          std::to_string(q.rank) + "d_" + tileops::nvrtc::short_type_name(q.dtype) + "_i" +
-         std::to_string(q.index_bits) + "_" + std::get<1>(info.param);
+         std::to_string(q.index_bits) + (q.window[0] ? "_k" + std::to_string(q.window[2]) : "") + "_" +
+         std::get<1>(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PoolCompiles,
@@ -77,6 +96,7 @@ TEST(PoolPlan, IsThePoolKernelOfTheProblemOnTheDevice) {
     EXPECT_EQ(s.index_bits, q.index_bits);
     EXPECT_EQ(s.threads, 256);
     EXPECT_EQ(s.arch, "sm_90a");
+    EXPECT_EQ(s.window, q.window);  // the small window goes into the code
     EXPECT_TRUE(s == tileops::nvrtc::plan_pool(q, h200));  // pure: same problem, same spec
     names.insert(tileops::nvrtc::pool_name(s));
   }
@@ -86,6 +106,60 @@ TEST(PoolPlan, IsThePoolKernelOfTheProblemOnTheDevice) {
   EXPECT_EQ(tileops::nvrtc::pool_source(a).name_expression, "tileops::pool_fwd<tileops::f16, int, 2, 1, true>");
   const PoolSpec b = tileops::nvrtc::plan_pool({c10::kFloat, 3, PoolMode::Avg, false, 64}, h200);
   EXPECT_EQ(tileops::nvrtc::pool_source(b).name_expression, "tileops::pool_fwd<float, long long, 3, 0, false>");
+  const PoolSpec stem =
+      tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, window_of(2, {3}, {2}, {1}, {1})}, h200);
+  EXPECT_EQ(tileops::nvrtc::pool_name(stem), "max_pool2d_fwd__f16__i32__t256__k3x3s2x2p1x1d1x1__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::pool_source(stem).name_expression,
+            "tileops::pool_fwd<tileops::f16, int, 2, 1, false, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
+}
+
+TEST(PoolSmallWindow, HoldsWindowsOfAtMost128TapsAndValuesBelow256) {
+  // dims before the op's get kernel 1, stride 1, pad 0, dilation 1
+  const PoolWindowParams w = window_of(2, {3, 5}, {2, 1}, {1, 2}, {1, 2});
+  const PoolWindowParams expect = {1, 3, 5, 1, 2, 1, 0, 1, 2, 1, 1, 2};
+  EXPECT_EQ(w, expect);
+  EXPECT_NE(window_of(1, {128}, {1}, {0}, {})[0], 0);
+  EXPECT_EQ(window_of(1, {129}, {1}, {0}, {})[0], 0);          // 129 taps
+  EXPECT_EQ(window_of(2, {12}, {1}, {0}, {})[0], 0);           // 144 taps
+  EXPECT_EQ(window_of(1, {3}, {256}, {0}, {})[0], 0);          // a stride of 256
+  EXPECT_EQ(window_of(1, {3}, {1}, {0}, {255})[11], 255);      // a dilation of 255 (the op's dim: last)
+  EXPECT_EQ(window_of(1, {3}, {1}, {1}, {255})[8], 1);         // its padding
+  EXPECT_EQ(window_of(1, {int64_t{1} << 33}, {1}, {0}, {})[0], 0);
+}
+
+TEST(IntDivider, ExactForDividendsBelow2To31) {
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 3000; ++d) divisors.push_back(d);
+  for (int s = 12; s <= 31; ++s)
+    for (int64_t e : {-1, 0, 1}) divisors.push_back(static_cast<uint32_t>((int64_t{1} << s) + e));
+  divisors.back() = 0x80000000u;  // 2^31 itself (2^31 + 1 is past the range)
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) divisors.push_back(1 + rng() % 0x7fffffffu);
+  for (uint32_t d : divisors) {
+    const tileops::IntDivider v = tileops::make_int_divider(d);
+    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 0x7fffffffu, 0x7ffffffeu, 0x40000000u};
+    for (uint32_t k : {2u, 3u, 1000u, 0x7fffffffu / d}) {
+      const uint64_t m = uint64_t{k} * d;
+      for (int64_t e : {-1, 0, 1})
+        if (m + e < 0x80000000ull) ns.push_back(static_cast<uint32_t>(m + e));
+    }
+    for (int i = 0; i < 200; ++i) ns.push_back(rng() & 0x7fffffffu);
+    for (uint32_t n : ns) {
+      if (n >= 0x80000000u) continue;
+      ASSERT_EQ(tileops::int_divide(n, v), n / d) << n << " / " << d;
+    }
+  }
+}
+
+TEST(PoolDividers, OneForEachOutputDim) {
+  const PoolGeometry g = tileops::nvrtc::pool_geometry({2, 3, 9, 11}, {2, 3, 4, 3}, 2, {3}, {}, {1, 0}, {});
+  const tileops::nvrtc::PoolDividers p = tileops::nvrtc::pool_dividers(g);
+  for (int j = 0; j < 3; ++j) {
+    const tileops::IntDivider v = tileops::make_int_divider(static_cast<uint32_t>(g.out[j]));
+    EXPECT_EQ(p.out[j][0], v.magic) << j;
+    EXPECT_EQ(p.out[j][1], v.shift) << j;
+  }
+  EXPECT_EQ(tileops::int_divide(11, tileops::IntDivider{p.out[1][0], p.out[1][1]}), 2u);  // 11 / 4
 }
 
 TEST(PoolIndexBits, IntOnlyWhereNoIndexOrProductCanReach2To30) {

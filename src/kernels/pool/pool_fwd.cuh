@@ -1,8 +1,11 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
 // One thread an output element (grid-stride). Index math in I: long long, or int where the plan saw
-// every index and product stay below 2^30 (pool_index_bits; 32-bit divisions are several times
-// cheaper). Window per dim:
+// every index and product stay below 2^30 (pool_index_bits); with int, an output index splits into
+// its coordinates by multiply-high dividers made on the host (int_divider.cuh), not by divisions.
+// W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
+// unrolled, each predicated on lying inside the input), or PoolWindowOfCall reads them from the
+// geometry and loops over the clipped window. Window per dim:
 //   pooled   start = o * stride - pad, taps start + i * dil for i < kernel, clipped to [0, in)
 //   adaptive [floor(o * in / out), ceil((o + 1) * in / out)), step 1
 // avg sums in float32 and divides once: divisor_override when nonzero, else (count_include_pad)
@@ -11,6 +14,7 @@
 // chose (bits included) and lets a NaN win, as torch does; a window with no tap gives -inf.
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/int_divider.cuh"
 
 namespace tileops {
 
@@ -33,10 +37,31 @@ __device__ __forceinline__ I pool_min(I a, I b) { return a < b ? a : b; }
 template <typename I>
 __device__ __forceinline__ I pool_max(I a, I b) { return a > b ? a : b; }
 
-template <typename T, typename I, int R, int MODE, bool ADAPTIVE>
+// The output dims' dividers (dims before 3 - R unused), for the int index path.
+struct PoolDividers {
+  IntDivider out[3];
+};
+
+// A window fixed in the kernel's code: kernel, stride, padding and dilation of dims 0..2 (the op's R
+// dims last, 1, 1, 0, 1 before them).
+template <int K0, int K1, int K2, int S0, int S1, int S2, int P0, int P1, int P2, int D0, int D1, int D2>
+struct PoolWindow {
+  static constexpr bool kFixed = true;
+  __device__ static constexpr int kernel(int j) { return j == 0 ? K0 : j == 1 ? K1 : K2; }
+  __device__ static constexpr int stride(int j) { return j == 0 ? S0 : j == 1 ? S1 : S2; }
+  __device__ static constexpr int pad(int j) { return j == 0 ? P0 : j == 1 ? P1 : P2; }
+  __device__ static constexpr int dil(int j) { return j == 0 ? D0 : j == 1 ? D1 : D2; }
+};
+// The window read from the call's PoolGeometry.
+struct PoolWindowOfCall {
+  static constexpr bool kFixed = false;
+};
+
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
 __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long total, PoolGeometry geometry,
-                         int count_include_pad, long long divisor_override) {
+                         PoolDividers dividers, int count_include_pad, long long divisor_override) {
   static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
+  static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
   constexpr int F = 3 - R;  // first dim used
   struct {
     I in[3], out[3], kernel[3], stride[3], pad[3], dil[3];
@@ -45,10 +70,17 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
   for (int j = 0; j < 3; ++j) {
     g.in[j] = static_cast<I>(geometry.in[j]);
     g.out[j] = static_cast<I>(geometry.out[j]);
-    g.kernel[j] = static_cast<I>(geometry.kernel[j]);
-    g.stride[j] = static_cast<I>(geometry.stride[j]);
-    g.pad[j] = static_cast<I>(geometry.pad[j]);
-    g.dil[j] = static_cast<I>(geometry.dil[j]);
+    if constexpr (W::kFixed) {
+      g.kernel[j] = W::kernel(j);
+      g.stride[j] = W::stride(j);
+      g.pad[j] = W::pad(j);
+      g.dil[j] = W::dil(j);
+    } else {
+      g.kernel[j] = static_cast<I>(geometry.kernel[j]);
+      g.stride[j] = static_cast<I>(geometry.stride[j]);
+      g.pad[j] = static_cast<I>(geometry.pad[j]);
+      g.dil[j] = static_cast<I>(geometry.dil[j]);
+    }
   }
   I plane_size = 1;
 #pragma unroll
@@ -57,26 +89,32 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
   for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < total;
        idx += step_all) {
     I rest = idx;
-    I lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, st[3] = {1, 1, 1};
+    I start[3] = {0, 0, 0}, lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, st[3] = {1, 1, 1};
     long long padded = 1;  // the window clipped to the padded input (count_include_pad's divisor)
 #pragma unroll
     for (int j = 2; j >= F; --j) {
-      const I o = rest % g.out[j];
-      rest /= g.out[j];
+      I q;
+      if constexpr (sizeof(I) == 4) {
+        q = static_cast<I>(int_divide(static_cast<unsigned>(rest), dividers.out[j]));
+      } else {
+        q = rest / g.out[j];
+      }
+      const I o = rest - q * g.out[j];
+      rest = q;
       if (ADAPTIVE) {
         lo[j] = o * g.in[j] / g.out[j];
         hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
       } else {
-        const I start = o * g.stride[j] - g.pad[j];
+        start[j] = o * g.stride[j] - g.pad[j];
         if (MODE == kPoolAvg) {
-          const I end = pool_min<I>(start + g.kernel[j], g.in[j] + g.pad[j]);
-          padded *= end - start;
-          lo[j] = pool_max<I>(start, 0);
+          const I end = pool_min<I>(start[j] + g.kernel[j], g.in[j] + g.pad[j]);
+          padded *= end - start[j];
+          lo[j] = pool_max<I>(start[j], 0);
           hi[j] = pool_min<I>(end, g.in[j]);
-        } else {
+        } else if (!W::kFixed) {
           // first tap at or after 0 (torch steps start by dil while negative); taps end past the last
-          lo[j] = start < 0 ? start + (-start + g.dil[j] - 1) / g.dil[j] * g.dil[j] : start;
-          hi[j] = pool_min<I>(start + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
+          lo[j] = start[j] < 0 ? start[j] + (-start[j] + g.dil[j] - 1) / g.dil[j] * g.dil[j] : start[j];
+          hi[j] = pool_min<I>(start[j] + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
           st[j] = g.dil[j];
         }
       }
@@ -92,29 +130,69 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
         y[idx] = from_float<T>(0.f);
         continue;
       }
-      for (I a = lo[0]; a < hi[0]; ++a)
-        for (I b = lo[1]; b < hi[1]; ++b) {
-          const T* row = base + (a * in1 + b) * in2;
-          for (I c = lo[2]; c < hi[2]; ++c) sum += to_float(row[c]);
+      if constexpr (W::kFixed) {
+        // every tap, unrolled; those outside the input add nothing (the count above excludes them)
+#pragma unroll
+        for (int a = 0; a < W::kernel(0); ++a) {
+          const I ia = start[0] + a;
+          if (ia < 0 || ia >= g.in[0]) continue;
+#pragma unroll
+          for (int b = 0; b < W::kernel(1); ++b) {
+            const I ib = start[1] + b;
+            if (ib < 0 || ib >= in1) continue;
+            const T* row = base + (ia * in1 + ib) * in2;
+#pragma unroll
+            for (int c = 0; c < W::kernel(2); ++c) {
+              const I ic = start[2] + c;
+              if (ic >= 0 && ic < in2) sum += to_float(row[ic]);
+            }
+          }
         }
+      } else {
+        for (I a = lo[0]; a < hi[0]; ++a)
+          for (I b = lo[1]; b < hi[1]; ++b) {
+            const T* row = base + (a * in1 + b) * in2;
+            for (I c = lo[2]; c < hi[2]; ++c) sum += to_float(row[c]);
+          }
+      }
       long long divisor = count;
       if (!ADAPTIVE) divisor = divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
       y[idx] = from_float<T>(sum / static_cast<float>(divisor));
     } else {
       float best = -__int_as_float(0x7f800000);
       T chosen = from_float<T>(best);
-      for (I a = lo[0]; a < hi[0]; a += st[0])
-        for (I b = lo[1]; b < hi[1]; b += st[1]) {
-          const T* row = base + (a * in1 + b) * in2;
-          for (I c = lo[2]; c < hi[2]; c += st[2]) {
-            const T v = row[c];
-            const float f = to_float(v);
-            if (f > best || f != f) {  // a NaN wins and stays (nothing compares greater than it)
-              best = f;
-              chosen = v;
+      auto take = [&](const T v) {
+        const float f = to_float(v);
+        if (f > best || f != f) {  // a NaN wins and stays (nothing compares greater than it)
+          best = f;
+          chosen = v;
+        }
+      };
+      if constexpr (W::kFixed) {
+        // every tap of the dilated window, unrolled, those inside the input compared
+#pragma unroll
+        for (int a = 0; a < W::kernel(0); ++a) {
+          const I ia = start[0] + a * W::dil(0);
+          if (ia < 0 || ia >= g.in[0]) continue;
+#pragma unroll
+          for (int b = 0; b < W::kernel(1); ++b) {
+            const I ib = start[1] + b * W::dil(1);
+            if (ib < 0 || ib >= in1) continue;
+            const T* row = base + (ia * in1 + ib) * in2;
+#pragma unroll
+            for (int c = 0; c < W::kernel(2); ++c) {
+              const I ic = start[2] + c * W::dil(2);
+              if (ic >= 0 && ic < in2) take(row[ic]);
             }
           }
         }
+      } else {
+        for (I a = lo[0]; a < hi[0]; a += st[0])
+          for (I b = lo[1]; b < hi[1]; b += st[1]) {
+            const T* row = base + (a * in1 + b) * in2;
+            for (I c = lo[2]; c < hi[2]; c += st[2]) take(row[c]);
+          }
+      }
       y[idx] = chosen;
     }
   }

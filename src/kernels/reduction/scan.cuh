@@ -118,6 +118,13 @@ template <typename Y, int VEC> __device__ __forceinline__ void store_vec(Y* p, c
   }
 }
 
+// v combined across the 32 lanes of a warp, every lane getting the result (the ops commute).
+template <int OP, typename A> __device__ __forceinline__ A warp_combine(A v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = combine<OP>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // Inclusive scan of v across the TPR (<= 32) lanes of a segment of a warp.
 template <int OP, int TPR, typename A> __device__ __forceinline__ A segment_scan(A v, int t) {
 #pragma unroll
@@ -205,9 +212,10 @@ __global__ void __launch_bounds__(TPR * ROWS) scan_rows(const T* __restrict__ x,
 // Few long rows (the split plan): one pass, tiles of TPR * IPT vectors claimed in order (tile k of
 // the call: row k / tiles, tile k % tiles of that row, from an atomic counter, so every tile before
 // it in its row is running or done: waiting on one cannot deadlock). A tile scans its vectors held in
-// registers (IPT chunks, each as scan_rows's), publishes its aggregate, then thread 0 looks back:
-// tiles that published their inclusive prefix end the walk, aggregates are combined on the way; it
-// publishes its own inclusive prefix and the tile writes y from the prefix before it. x is read once.
+// registers (IPT chunks, each as scan_rows's), publishes its aggregate, then its first warp looks
+// back 32 tiles a round (one flag a lane, waiting until each has published something): a round with a
+// published inclusive prefix ends the walk, aggregates after it are combined; it publishes its own
+// inclusive prefix and the tile writes y from the prefix before it. x is read once.
 // state: flag[M * tiles] (int, 0 on entry), agg[M * tiles], incl[M * tiles] (A), counter (long long,
 // 0 on entry), laid out by scan_chain_state_bytes on the host. grid: M * tiles CTAs of TPR threads.
 template <typename T, typename Y, int OP, int VEC, int TPR, int IPT>
@@ -259,31 +267,45 @@ __global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x
     if constexpr (TPR > 32) __syncthreads();  // warp_sums is rewritten by the next chunk
   }
 
-  if (t == 0) {
-    const long long at = m * tiles + k;
+  if (t < 32) {  // warp 0 publishes this tile's state and looks back
+    const long long row0 = m * tiles, at = row0 + k;
     A before = scan_detail::identity<OP, A>();
     if (k == 0) {
-      incl[at] = carry;
-      __threadfence();
-      atomicExch(flag + at, 2);
-    } else {
-      agg[at] = carry;
-      __threadfence();
-      atomicExch(flag + at, 1);
-      for (long long j = at - 1;; --j) {
-        int f;
-        while ((f = atomicAdd(flag + j, 0)) == 0) {
-        }
+      if (t == 0) {
+        incl[at] = carry;
         __threadfence();
-        const A seen = f == 2 ? *reinterpret_cast<volatile A*>(incl + j) : *reinterpret_cast<volatile A*>(agg + j);
-        before = scan_detail::combine<OP>(seen, before);
-        if (f == 2) break;
+        atomicExch(flag + at, 2);
       }
-      incl[at] = scan_detail::combine<OP>(before, carry);
-      __threadfence();
-      atomicExch(flag + at, 2);
+    } else {
+      if (t == 0) {
+        agg[at] = carry;
+        __threadfence();
+        atomicExch(flag + at, 1);
+      }
+      // 32 tiles a round, lane l reading tile top - l: the round ends at the nearest tile that has
+      // published its inclusive prefix (tiles before the row count as such, with nothing to add)
+      for (long long top = at - 1;; top -= 32) {
+        const long long j = top - t;
+        int f = 2;
+        A seen = scan_detail::identity<OP, A>();
+        if (j >= row0) {
+          while ((f = atomicAdd(flag + j, 0)) == 0) {
+          }
+          __threadfence();
+          seen = f == 2 ? *reinterpret_cast<volatile A*>(incl + j) : *reinterpret_cast<volatile A*>(agg + j);
+        }
+        const unsigned done = __ballot_sync(0xffffffffu, f == 2);
+        if (done != 0 && t > __ffs(done) - 1) seen = scan_detail::identity<OP, A>();  // past the inclusive one
+        before = scan_detail::combine<OP>(scan_detail::warp_combine<OP>(seen), before);
+        if (done != 0) break;
+      }
+      if (t == 0) {
+        incl[at] = scan_detail::combine<OP>(before, carry);
+        __threadfence();
+        atomicExch(flag + at, 2);
+      }
     }
-    s_prefix = before;
+    if (t == 0) s_prefix = before;
   }
   __syncthreads();
   const A before = s_prefix;

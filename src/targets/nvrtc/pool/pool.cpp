@@ -8,6 +8,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "kernels/common/int_divider.cuh"
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
@@ -66,7 +67,8 @@ class PoolKernel final : public Kernel {
     void* yp = v.output().mutable_data_ptr();
     long long total = v.output().numel();
     long long divisor = a.divisor_override;
-    void* args[] = {&xp, &yp, &total, &a.g, &a.count_include_pad, &divisor};
+    PoolDividers dividers = pool_dividers(a.g);
+    void* args[] = {&xp, &yp, &total, &a.g, &dividers, &a.count_include_pad, &divisor};
     nvrtc::launch(k_, pool_grid(total, threads_), static_cast<unsigned>(threads_), 0, args);
   }
 
@@ -87,8 +89,9 @@ struct PoolFamily {
 
   Problem problem(const OpCall& call) const {
     const PoolView v(call);
-    return {v.input().scalar_type(), rank, mode, adaptive,
-            pool_index_bits(v.input().numel(), v.output().numel(), args(call, rank).g)};
+    const PoolGeometry g = args(call, rank).g;
+    return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
+            adaptive ? PoolWindowParams{} : pool_small_window(g)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
@@ -147,26 +150,74 @@ int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g) 
   return 32;
 }
 
+PoolWindowParams pool_small_window(const PoolGeometry& g) {
+  constexpr int64_t kMaxTaps = 128, kMaxValue = 256;
+  PoolWindowParams w{};
+  int64_t taps = 1;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t v[4] = {g.kernel[d], g.stride[d], g.pad[d], g.dil[d]};
+    for (int k = 0; k < 4; ++k) {
+      if (v[k] < 0 || v[k] >= kMaxValue) return {};
+      w[k * 3 + d] = static_cast<int>(v[k]);
+    }
+    taps *= g.kernel[d];
+  }
+  if (taps > kMaxTaps || taps == 0) return {};
+  return w;
+}
+
+PoolDividers pool_dividers(const PoolGeometry& g) {
+  PoolDividers p{};
+  for (int d = 0; d < 3; ++d) {
+    // only the int path reads them, whose sizes are below 2^30; 64-bit calls get placeholders
+    const IntDivider v = make_int_divider(g.out[d] >= 1 && g.out[d] < (int64_t{1} << 31) ? static_cast<unsigned>(g.out[d]) : 1u);
+    p.out[d][0] = v.magic;
+    p.out[d][1] = v.shift;
+  }
+  return p;
+}
+
 unsigned pool_grid(int64_t total, int threads) {
   return static_cast<unsigned>(std::clamp<int64_t>((total + threads - 1) / threads, 1, 0x7fffffffLL));
 }
 
 PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
-  return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch};
+  // a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
+  return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
+                  q.adaptive ? PoolWindowParams{} : q.window};
 }
 
+namespace {
+size_t window_hash(const PoolWindowParams& w) {
+  int64_t packed[2] = {0, 0};  // 12 values below 256: 8 bits each
+  for (int k = 0; k < 12; ++k) packed[k / 6] |= static_cast<int64_t>(w[k] & 255) << (8 * (k % 6));
+  return hash_words({packed[0], packed[1]});
+}
+// "k3x3s2x2p1x1d1x1": the op's dims of a fixed window
+std::string window_tag(const PoolWindowParams& w, int rank) {
+  std::string t;
+  const char* what = "kspd";
+  for (int k = 0; k < 4; ++k) {
+    t += what[k];
+    for (int d = 3 - rank; d < 3; ++d) t += (d > 3 - rank ? "x" : "") + std::to_string(w[k * 3 + d]);
+  }
+  return t;
+}
+}  // namespace
+
 size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits});
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits}) ^
+         window_hash(window);
 }
 size_t PoolSpec::hash() const {
   return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads}) ^
-         std::hash<std::string>()(arch);
+         window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
 std::string pool_name(const PoolSpec& s) {
   return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
-         std::to_string(s.threads) + "__" + s.arch;
+         std::to_string(s.threads) + (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
 jit::KernelSource pool_source(const PoolSpec& s) {
@@ -174,9 +225,15 @@ jit::KernelSource pool_source(const PoolSpec& s) {
               "tileops: pool_fwd has no kernel for dtype ", s.dtype);
   TORCH_CHECK(s.rank >= 1 && s.rank <= 3, "tileops: pool_fwd pools 1 to 3 dims, not ", s.rank);
   TORCH_CHECK(s.index_bits == 32 || s.index_bits == 64, "tileops: pool_fwd indexes in int or long long");
-  const std::string expr = std::string("tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
+  std::string expr = std::string("tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
                            (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " +
-                           std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false") + ">";
+                           std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false");
+  if (s.fixed_window()) {
+    expr += ", tileops::PoolWindow<";
+    for (int k = 0; k < 12; ++k) expr += (k ? "," : "") + std::to_string(s.window[k]);
+    expr += ">";
+  }
+  expr += ">";
   return make_source(pool_name(s), "pool/pool_fwd.cuh", expr, s.arch);
 }
 
@@ -184,8 +241,8 @@ std::vector<jit::KernelSource> PoolSpec::sources() const { return {pool_source(*
 std::string PoolSpec::describe() const {
   return std::string("pool_fwd(") + (adaptive ? "adaptive " : "") + (mode == PoolMode::Avg ? "avg" : "max") +
          ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
-         std::to_string(index_bits) + ", threads=" +
-         std::to_string(threads) + ")";
+         std::to_string(index_bits) + ", threads=" + std::to_string(threads) +
+         (fixed_window() ? ", window=" + window_tag(window, rank) : "") + ")";
 }
 
 TILEOPS_BUILTIN_KERNEL(nvrtc, AvgPool1dFwdOp, avg_pool1d_builder);

@@ -1,11 +1,14 @@
 // The pool family on the nvrtc target (manifests/pool.yaml): AvgPool{1,2,3}dFwdOp,
 // MaxPool{1,2,3}dFwdOp, AdaptiveAvgPool2dFwdOp and AdaptiveMaxPool2dFwdOp, all served by
-// src/kernels/pool/pool_fwd.cuh. The spec is (dtype, spatial rank, avg or max, adaptive): sizes,
-// kernel/stride/padding/dilation, count_include_pad and divisor_override are launch arguments.
+// src/kernels/pool/pool_fwd.cuh. The spec is (dtype, spatial rank, avg or max, adaptive, index type,
+// and a small window's kernel/stride/padding/dilation, which the kernel's code then holds); sizes, a
+// large window, count_include_pad and divisor_override are launch arguments.
 #pragma once
 
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
+
+#include <array>
 
 #include <cstdint>
 #include <string>
@@ -19,15 +22,20 @@ namespace tileops::nvrtc {
 // Same ids as kPoolAvg / kPoolMax in pool_fwd.cuh.
 enum class PoolMode : int { Avg = 0, Max = 1 };
 
+// kernel, stride, padding and dilation of the kernel's dims 0..2 (the op's dims last), 12 values; all
+// zero where the window is not small enough to be written into a kernel (pool_small_window).
+using PoolWindowParams = std::array<int, 12>;
+
 struct PoolProblem {
   c10::ScalarType dtype;
   int rank;  // spatial dims pooled: 1, 2 or 3
   PoolMode mode;
   bool adaptive;
   int index_bits = 64;  // 32 when every index and product of the call fits in int (pool_index_bits)
+  PoolWindowParams window{};
   bool operator==(const PoolProblem& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits;
+           index_bits == o.index_bits && window == o.window;
   }
   size_t hash() const;
 };
@@ -40,9 +48,11 @@ struct PoolSpec {
   int index_bits;  // 32 or 64: the kernel's index type
   int threads;     // a CTA's threads, one output element each
   std::string arch;
+  PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
+  bool fixed_window() const { return window[0] != 0; }
   bool operator==(const PoolSpec& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits && threads == o.threads && arch == o.arch;
+           index_bits == o.index_bits && threads == o.threads && arch == o.arch && window == o.window;
   }
   size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
@@ -60,6 +70,13 @@ struct PoolGeometry {
 };
 static_assert(sizeof(PoolGeometry) == 18 * 8, "PoolGeometry mirrors the kernel's: 18 int64 fields");
 
+// The kernel's PoolDividers: a multiply-high divider (src/kernels/common/int_divider.cuh) for each
+// output dim, for the int index path.
+struct PoolDividers {
+  uint32_t out[3][2];  // magic, shift
+};
+static_assert(sizeof(PoolDividers) == 24, "PoolDividers mirrors the kernel's: 3 x (magic, shift)");
+
 // Pure: the kernel a problem takes on a device.
 PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev);
 std::string pool_name(const PoolSpec& s);
@@ -74,6 +91,10 @@ PoolGeometry pool_geometry(c10::IntArrayRef in_sizes, c10::IntArrayRef out_sizes
 // (the largest window bound or adaptive product formed) below 2^30, with room for the grid stride;
 // else 64.
 int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g);
+// The window's 12 values when it is small enough to be written into a kernel's code (at most 128
+// taps, every value below 256; a kernel of its own for each such window), else all zero.
+PoolWindowParams pool_small_window(const PoolGeometry& g);
+PoolDividers pool_dividers(const PoolGeometry& g);
 // Blocks for `total` outputs of `threads` a CTA (one trip each, capped at the grid's x limit: the
 // kernel strides past it).
 unsigned pool_grid(int64_t total, int threads);
