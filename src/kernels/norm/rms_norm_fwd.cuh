@@ -15,6 +15,7 @@
 // N % VEC == 0 and 16-byte-aligned pointers when VEC * sizeof(T) == 16 (or VEC * sizeof(W) >= 16).
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/fp8.cuh"
 #include "common/reduce.cuh"
 #include "norm/norm_weight.cuh"
 
@@ -72,21 +73,6 @@ struct RowSource {
     return x[c];
   }
 };
-
-// float8_e4m3fn storage: one byte, written by to_e4m3.
-struct alignas(1) fp8_e4m3 { unsigned char bits; };
-
-// v (finite, |v| <= 448) to float8_e4m3fn, rounded to nearest even: any arch, no fp8 intrinsics.
-__device__ __forceinline__ unsigned char to_e4m3(float v) {
-  const unsigned char sign = (__float_as_uint(v) >> 24) & 0x80u;
-  const float a = fabsf(v);
-  // Subnormals are multiples of 2^-9; 8 of them round up into the smallest normal, encoded next.
-  if (a < 0.015625f) return sign | static_cast<unsigned char>(__float2int_rn(a * 512.f));
-  unsigned int b = __float_as_uint(a);
-  b += 0x7ffffu + ((b >> 20) & 1u);  // round the mantissa to 3 bits, ties to even
-  const unsigned int e = (b >> 23) - 120u, m = (b >> 20) & 7u;
-  return sign | static_cast<unsigned char>((e << 3) | m);
-}
 
 // The quantised output of a register row (RMSNorm*QuantFwdOp): q = quant(y * (1 / scale)), y rounded
 // to T after s * r and after the weight product (vLLM's rounding). Static: scale is the given

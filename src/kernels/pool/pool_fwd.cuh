@@ -10,8 +10,9 @@
 //   adaptive [floor(o * in / out), ceil((o + 1) * in / out)), step 1
 // avg sums in float32 and divides once: divisor_override when nonzero, else (count_include_pad)
 // the window clipped to the padded input, else the window clipped to the input; an adaptive bin
-// divides by its size. max compares in float32 (exact for every storage type), keeps the element it
-// chose (bits included) and lets a NaN win, as torch does; a window with no tap gives -inf.
+// divides by its size. max takes the largest in float32 (exact for every storage type) and lets a
+// NaN win, as torch does (a canonical NaN out; of +0 and -0, either); a window with no tap gives -inf.
+// A fixed window whose taps all lie inside the input (most outputs) runs without a check a tap.
 #pragma once
 #include "common/dtypes.cuh"
 #include "common/int_divider.cuh"
@@ -56,6 +57,50 @@ struct PoolWindow {
 struct PoolWindowOfCall {
   static constexpr bool kFixed = false;
 };
+
+// max with NaN winning (one instruction from sm_80 on); +0 and -0 compare equal, either may come out.
+__device__ __forceinline__ float pool_max_nan(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (b > a || b != b || a != a) ? (a != a ? a : b) : a;
+#endif
+}
+
+// fn(element) for each tap of a fixed window W, unrolled, from the window's first corner `start`.
+// CHECK: skip taps outside the input; without it the caller saw the whole window inside (no
+// predicate a tap). Dims before F are 1 wide: never checked.
+// Whether every tap of the fixed window from `start` lies inside the input.
+template <class W, int F, typename I>
+__device__ __forceinline__ bool pool_window_inside(const I (&start)[3], const I (&in)[3]) {
+  bool inside = true;
+#pragma unroll
+  for (int j = F; j < 3; ++j) inside = inside && start[j] >= 0 && start[j] + (W::kernel(j) - 1) * W::dil(j) < in[j];
+  return inside;
+}
+
+template <class W, int F, bool CHECK, typename T, typename I, class Fn>
+__device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[3], const I (&in)[3], Fn&& fn) {
+#pragma unroll
+  for (int a = 0; a < W::kernel(0); ++a) {
+    const I ia = start[0] + a * W::dil(0);
+    if (CHECK && F == 0 && (ia < 0 || ia >= in[0])) continue;
+#pragma unroll
+    for (int b = 0; b < W::kernel(1); ++b) {
+      const I ib = start[1] + b * W::dil(1);
+      if (CHECK && F <= 1 && (ib < 0 || ib >= in[1])) continue;
+      const T* row = base + (ia * in[1] + ib) * in[2];
+#pragma unroll
+      for (int c = 0; c < W::kernel(2); ++c) {
+        const I ic = start[2] + c * W::dil(2);
+        if (CHECK && (ic < 0 || ic >= in[2])) continue;
+        fn(row[ic]);
+      }
+    }
+  }
+}
 
 template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
 __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long total, PoolGeometry geometry,
@@ -131,23 +176,10 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
         continue;
       }
       if constexpr (W::kFixed) {
-        // every tap, unrolled; those outside the input add nothing (the count above excludes them)
-#pragma unroll
-        for (int a = 0; a < W::kernel(0); ++a) {
-          const I ia = start[0] + a;
-          if (ia < 0 || ia >= g.in[0]) continue;
-#pragma unroll
-          for (int b = 0; b < W::kernel(1); ++b) {
-            const I ib = start[1] + b;
-            if (ib < 0 || ib >= in1) continue;
-            const T* row = base + (ia * in1 + ib) * in2;
-#pragma unroll
-            for (int c = 0; c < W::kernel(2); ++c) {
-              const I ic = start[2] + c;
-              if (ic >= 0 && ic < in2) sum += to_float(row[ic]);
-            }
-          }
-        }
+        // taps outside the input add nothing (the count above excludes them)
+        auto add = [&](const T v) { sum += to_float(v); };
+        if (pool_window_inside<W, F>(start, g.in)) pool_fixed_taps<W, F, false>(base, start, g.in, add);
+        else pool_fixed_taps<W, F, true>(base, start, g.in, add);
       } else {
         for (I a = lo[0]; a < hi[0]; ++a)
           for (I b = lo[1]; b < hi[1]; ++b) {
@@ -160,32 +192,10 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
       y[idx] = from_float<T>(sum / static_cast<float>(divisor));
     } else {
       float best = -__int_as_float(0x7f800000);
-      T chosen = from_float<T>(best);
-      auto take = [&](const T v) {
-        const float f = to_float(v);
-        if (f > best || f != f) {  // a NaN wins and stays (nothing compares greater than it)
-          best = f;
-          chosen = v;
-        }
-      };
+      auto take = [&](const T v) { best = pool_max_nan(best, to_float(v)); };
       if constexpr (W::kFixed) {
-        // every tap of the dilated window, unrolled, those inside the input compared
-#pragma unroll
-        for (int a = 0; a < W::kernel(0); ++a) {
-          const I ia = start[0] + a * W::dil(0);
-          if (ia < 0 || ia >= g.in[0]) continue;
-#pragma unroll
-          for (int b = 0; b < W::kernel(1); ++b) {
-            const I ib = start[1] + b * W::dil(1);
-            if (ib < 0 || ib >= in1) continue;
-            const T* row = base + (ia * in1 + ib) * in2;
-#pragma unroll
-            for (int c = 0; c < W::kernel(2); ++c) {
-              const I ic = start[2] + c * W::dil(2);
-              if (ic >= 0 && ic < in2) take(row[ic]);
-            }
-          }
-        }
+        if (pool_window_inside<W, F>(start, g.in)) pool_fixed_taps<W, F, false>(base, start, g.in, take);
+        else pool_fixed_taps<W, F, true>(base, start, g.in, take);
       } else {
         for (I a = lo[0]; a < hi[0]; a += st[0])
           for (I b = lo[1]; b < hi[1]; b += st[1]) {
@@ -193,7 +203,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
             for (I c = lo[2]; c < hi[2]; c += st[2]) take(row[c]);
           }
       }
-      y[idx] = chosen;
+      y[idx] = from_float<T>(best);
     }
   }
 }

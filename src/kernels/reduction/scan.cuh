@@ -247,7 +247,10 @@ __global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x
     const long long c = begin + i * TPR + t;
     if (c < vecs) v[i] = row[c];
   }
+  // p: each thread's own running values; pre[i]: what comes before them inside the tile. Both meet
+  // the tile's prefix only at the store: one combination an element there, not two.
   A p[IPT][VEC];
+  A pre[IPT];
   A carry = scan_detail::identity<OP, A>();
 #pragma unroll
   for (int i = 0; i < IPT; ++i) {
@@ -260,9 +263,7 @@ __global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x
     }
     A chunk_total;
     const A before = scan_detail::group_exclusive<OP, TPR>(run, t, warp_sums, chunk_total);
-    const A prefix = scan_detail::combine<OP>(carry, before);
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) p[i][e] = scan_detail::combine<OP>(prefix, p[i][e]);
+    pre[i] = scan_detail::combine<OP>(carry, before);
     carry = scan_detail::combine<OP>(carry, chunk_total);
     if constexpr (TPR > 32) __syncthreads();  // warp_sums is rewritten by the next chunk
   }
@@ -313,9 +314,10 @@ __global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x
   for (int i = 0; i < IPT; ++i) {
     const long long c = begin + i * TPR + t;
     if (c < vecs) {
+      const A full = scan_detail::combine<OP>(before, pre[i]);
       Y o[VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) o[e] = scan_detail::narrow<Y>(scan_detail::combine<OP>(before, p[i][e]));
+      for (int e = 0; e < VEC; ++e) o[e] = scan_detail::narrow<Y>(scan_detail::combine<OP>(full, p[i][e]));
       scan_detail::store_vec<Y, VEC>(out + c * VEC, o);
     }
   }
