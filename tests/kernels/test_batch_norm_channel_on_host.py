@@ -6,31 +6,12 @@ channels a CTA (a partial last CTA), 3-d to 5-d x with vector and scalar accesse
 weight and bias each present or absent. Which calls take this kernel: test_batch_norm_plan.py. Needs a
 host C++ compiler (skipped without one) with C++20's <barrier>."""
 import ctypes
-import os
-import shutil
-import subprocess
 
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CXX = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+from support import host_kernel
 
-DTYPES = """#pragma once
-namespace tileops {
-inline float to_float(float v) { return v; }
-template <typename T> inline T from_float(float f);
-template <> inline float from_float<float>(float f) { return f; }
-template <typename T, int VEC> struct Vec { T v[VEC]; };
-}
-"""
-# group_norm_fwd.cuh's kernels (not instantiated here) name these.
-REDUCE = """#pragma once
-namespace tileops {
-template <int TPR> float group_sum(float v, float* scratch);
-template <int TPR, typename S, typename F> S group_reduce(S v, S* scratch, F combine);
-}
-"""
 DRIVER = r"""
 #include <barrier>
 #include <cmath>
@@ -122,19 +103,9 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("no host C++ compiler")
-    d = tmp_path_factory.mktemp("bn_channel_host")
-    (d / "common").mkdir()
-    (d / "common" / "dtypes.cuh").write_text(DTYPES)
-    (d / "common" / "reduce.cuh").write_text(REDUCE)
-    (d / "driver.cpp").write_text(DRIVER)
-    lib = d / "libbn_channel_host.so"
-    r = subprocess.run([CXX, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-I{d}",
-                        f"-I{os.path.join(ROOT, 'src', 'kernels')}", str(d / "driver.cpp"), "-o", str(lib)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return ctypes.CDLL(str(lib))
+    return host_kernel.build(tmp_path_factory, "bn_channel_host", DRIVER,
+                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES,
+                              "common/reduce.cuh": host_kernel.REDUCE_DECLARATIONS}, std="c++20", flags=("-pthread",))
 
 
 def ptr(t):

@@ -3,31 +3,12 @@ threads) and run on the chunk moments of a real input: each channel's merged mea
 match torch's over (N, *), and the running stats move as F.batch_norm moves them; without a GPU.
 Needs a host C++ compiler (skipped without one)."""
 import ctypes
-import os
-import shutil
-import subprocess
 
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CXX = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
+from support import host_kernel
 
-# The CUDA words the header (and group_norm_fwd.cuh, whose kernels are not instantiated here) use.
-DTYPES = """#pragma once
-namespace tileops {
-inline float to_float(float v) { return v; }
-template <typename T> inline T from_float(float f);
-template <> inline float from_float<float>(float f) { return f; }
-template <typename T, int VEC> struct Vec { T v[VEC]; };
-}
-"""
-REDUCE = """#pragma once
-namespace tileops {
-template <int TPR> float group_sum(float v, float* scratch);
-template <int TPR, typename S, typename F> S group_reduce(S v, S* scratch, F combine);
-}
-"""
 DRIVER = r"""
 #include <cmath>
 #define __global__
@@ -61,17 +42,9 @@ extern "C" void stats(const float* ws, float* out, float* rm, float* rv, long lo
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("no host C++ compiler")
-    d = tmp_path_factory.mktemp("bn_host")
-    (d / "common").mkdir()
-    (d / "common" / "dtypes.cuh").write_text(DTYPES)
-    (d / "common" / "reduce.cuh").write_text(REDUCE)
-    (d / "driver.cpp").write_text(DRIVER)
-    lib = d / "libbn_host.so"
-    subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{d}", f"-I{os.path.join(ROOT, 'src', 'kernels')}",
-                    str(d / "driver.cpp"), "-o", str(lib)], check=True)
-    return ctypes.CDLL(str(lib))
+    return host_kernel.build(tmp_path_factory, "bn_host", DRIVER,
+                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES,
+                              "common/reduce.cuh": host_kernel.REDUCE_DECLARATIONS})
 
 
 def chunk_moments(x, splits):
