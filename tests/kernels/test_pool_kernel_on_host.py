@@ -1,7 +1,8 @@
 """src/kernels/pool/pool_fwd.cuh compiled as host C++ (float32, a few emulated CTAs and threads) and
 run against torch.nn.functional on CPU: the kernel's windows, divisors, ceil_mode bounds, dilation
 steps, adaptive bins, NaN rule and grid-stride loop, for both index types and for the windows the
-plan writes into the code (PoolWindow, each case's window instantiated), without a GPU. Needs a host
+plan writes into the code (PoolWindow, each case's window instantiated; max pools two outputs a
+thread), without a GPU. Needs a host
 C++ compiler (skipped without one)."""
 import ctypes
 import os
@@ -36,20 +37,25 @@ static Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 #include "pool/pool_fwd.cuh"
 using namespace tileops;
-PoolDividers dividers_of(const PoolGeometry& g) {  // as the library's pool_dividers makes them
+// as the library's pool_units and pool_dividers make them: `per` outputs of a row's last dim an item
+long long units_of(long long total, const PoolGeometry& g, int per) {
+  return total == 0 ? 0 : total / g.out[2] * ((g.out[2] + per - 1) / per);
+}
+PoolDividers dividers_of(const PoolGeometry& g, int per) {
   PoolDividers p{};
-  for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(g.out[j]));
+  for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(j == 2 ? (g.out[2] + per - 1) / per : g.out[j]));
   return p;
 }
 template <typename I, int R, int M, bool A, class W = PoolWindowOfCall>
 void grid(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d) {
+  const int per = pool_outputs_a_thread<M, W>();
   blockDim.x = 3;  // 2 CTAs of 3 threads: most outputs come from the grid-stride loop
   gridDim.x = 2;
   for (unsigned b = 0; b < gridDim.x; ++b)
     for (unsigned t = 0; t < blockDim.x; ++t) {
       blockIdx.x = b;
       threadIdx.x = t;
-      pool_fwd<float, I, R, M, A, W>(x, y, total, *g, dividers_of(*g), cip, d);
+      pool_fwd<float, I, R, M, A, W>(x, y, units_of(total, *g, per), *g, dividers_of(*g, per), cip, d);
     }
 }
 template <typename I>

@@ -151,15 +151,33 @@ TEST(IntDivider, ExactForDividendsBelow2To31) {
   }
 }
 
-TEST(PoolDividers, OneForEachOutputDim) {
+TEST(PoolDividers, OneForEachOutputDimTheLastInWorkItems) {
   const PoolGeometry g = tileops::nvrtc::pool_geometry({2, 3, 9, 11}, {2, 3, 4, 3}, 2, {3}, {}, {1, 0}, {});
-  const tileops::nvrtc::PoolDividers p = tileops::nvrtc::pool_dividers(g);
-  for (int j = 0; j < 3; ++j) {
-    const tileops::IntDivider v = tileops::make_int_divider(static_cast<uint32_t>(g.out[j]));
-    EXPECT_EQ(p.out[j][0], v.magic) << j;
-    EXPECT_EQ(p.out[j][1], v.shift) << j;
+  for (int per_thread : {1, 2}) {
+    const tileops::nvrtc::PoolDividers p = tileops::nvrtc::pool_dividers(g, per_thread);
+    for (int j = 0; j < 3; ++j) {
+      const int64_t n = j == 2 ? (g.out[2] + per_thread - 1) / per_thread : g.out[j];  // 3 outputs: 2 pairs
+      const tileops::IntDivider v = tileops::make_int_divider(static_cast<uint32_t>(n));
+      EXPECT_EQ(p.out[j][0], v.magic) << j;
+      EXPECT_EQ(p.out[j][1], v.shift) << j;
+    }
   }
-  EXPECT_EQ(tileops::int_divide(11, tileops::IntDivider{p.out[1][0], p.out[1][1]}), 2u);  // 11 / 4
+  EXPECT_EQ(tileops::int_divide(11, tileops::IntDivider{tileops::nvrtc::pool_dividers(g, 1).out[1][0],
+                                                        tileops::nvrtc::pool_dividers(g, 1).out[1][1]}),
+            2u);  // 11 / 4
+  // work items: 2 * 3 * 4 rows of 3 outputs; in pairs, 2 a row
+  EXPECT_EQ(tileops::nvrtc::pool_units(2 * 3 * 4 * 3, g, 1), 72);
+  EXPECT_EQ(tileops::nvrtc::pool_units(2 * 3 * 4 * 3, g, 2), 48);
+  EXPECT_EQ(tileops::nvrtc::pool_units(0, g, 2), 0);
+}
+
+TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThread) {
+  const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
+  const PoolWindowParams w = window_of(2, {3}, {2}, {1}, {1});
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w}, h200).outputs_a_thread(), 2);
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w}, h200).outputs_a_thread(), 1);
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32}, h200).outputs_a_thread(), 1);
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, true, 32}, h200).outputs_a_thread(), 1);
 }
 
 TEST(PoolIndexBits, IntOnlyWhereNoIndexOrProductCanReach2To30) {

@@ -72,6 +72,37 @@ __device__ __forceinline__ float pool_max_nan(float a, float b) {
 // fn(element) for each tap of a fixed window W, unrolled, from the window's first corner `start`.
 // CHECK: skip taps outside the input; without it the caller saw the whole window inside (no
 // predicate a tap). Dims before F are 1 wide: never checked.
+// Outputs a thread: 2 for a max pool with a fixed window (neighbours along the last dim), else 1.
+template <int MODE, class W>
+__device__ constexpr int pool_outputs_a_thread() {
+  return MODE == kPoolMax && W::kFixed ? 2 : 1;
+}
+
+// fn(k, element) for each tap of output k (0: from `start`, 1: its neighbour along the last dim, when
+// `two`), as pool_fixed_taps; a tap both windows cover is read once (the same address: the compiler
+// keeps one load).
+template <class W, int F, bool CHECK, typename T, typename I, class Fn>
+__device__ __forceinline__ void pool_fixed_pair_taps(const T* base, const I (&start)[3], const I (&in)[3], bool two,
+                                                     Fn&& fn) {
+#pragma unroll
+  for (int a = 0; a < W::kernel(0); ++a) {
+    const I ia = start[0] + a * W::dil(0);
+    if (CHECK && F == 0 && (ia < 0 || ia >= in[0])) continue;
+#pragma unroll
+    for (int b = 0; b < W::kernel(1); ++b) {
+      const I ib = start[1] + b * W::dil(1);
+      if (CHECK && F <= 1 && (ib < 0 || ib >= in[1])) continue;
+      const T* row = base + (ia * in[1] + ib) * in[2];
+#pragma unroll
+      for (int c = 0; c < W::kernel(2); ++c) {
+        const I ic = start[2] + c * W::dil(2), ic2 = ic + W::stride(2);
+        if (!CHECK || (ic >= 0 && ic < in[2])) fn(0, row[ic]);
+        if (!CHECK || (two && ic2 >= 0 && ic2 < in[2])) fn(1, row[ic2]);
+      }
+    }
+  }
+}
+
 // Whether every tap of the fixed window from `start` lies inside the input.
 template <class W, int F, typename I>
 __device__ __forceinline__ bool pool_window_inside(const I (&start)[3], const I (&in)[3]) {
@@ -102,12 +133,17 @@ __device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[
   }
 }
 
+// units: the outputs, or for a max pool with a fixed window (kPoolPair) the pairs of neighbouring
+// outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
+// the units a row.
 template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
-__global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long total, PoolGeometry geometry,
+__global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
                          PoolDividers dividers, int count_include_pad, long long divisor_override) {
   static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
   static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
   constexpr int F = 3 - R;  // first dim used
+  // two outputs a thread: the window's taps that both windows cover are loaded once
+  constexpr int P = pool_outputs_a_thread<MODE, W>();
   struct {
     I in[3], out[3], kernel[3], stride[3], pad[3], dil[3];
   } g;
@@ -130,21 +166,28 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
   I plane_size = 1;
 #pragma unroll
   for (int j = F; j < 3; ++j) plane_size *= g.in[j];
+  const I row_units = (g.out[2] + P - 1) / P;
   const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
-  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < total;
+  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
        idx += step_all) {
     I rest = idx;
+    I first = idx, last = 0;  // the (first) output's index, and its coordinate in the last dim
     I start[3] = {0, 0, 0}, lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, st[3] = {1, 1, 1};
     long long padded = 1;  // the window clipped to the padded input (count_include_pad's divisor)
 #pragma unroll
     for (int j = 2; j >= F; --j) {
+      const I d = j == 2 ? row_units : g.out[j];
       I q;
       if constexpr (sizeof(I) == 4) {
         q = static_cast<I>(int_divide(static_cast<unsigned>(rest), dividers.out[j]));
       } else {
-        q = rest / g.out[j];
+        q = rest / d;
       }
-      const I o = rest - q * g.out[j];
+      const I o = (rest - q * d) * (j == 2 ? P : 1);
+      if (j == 2) {
+        first = q * g.out[2] + o;
+        last = o;
+      }
       rest = q;
       if (ADAPTIVE) {
         lo[j] = o * g.in[j] / g.out[j];
@@ -166,7 +209,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
     }
     const T* base = x + rest * plane_size;  // rest: the plane (n * C + c)
     const I in1 = g.in[1], in2 = g.in[2];
-    if (MODE == kPoolAvg) {
+    if constexpr (MODE == kPoolAvg) {
       float sum = 0.f;
       long long count = 1;  // a product of window sizes may pass 2^31 where each index does not
 #pragma unroll
@@ -190,6 +233,17 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long t
       long long divisor = count;
       if (!ADAPTIVE) divisor = divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
       y[idx] = from_float<T>(sum / static_cast<float>(divisor));
+    } else if constexpr (P == 2) {
+      const bool two = last + 1 < g.out[2];
+      float best[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
+      auto take = [&](int k, const T v) { best[k] = pool_max_nan(best[k], to_float(v)); };
+      if (two && pool_window_inside<W, F>(start, g.in) &&
+          start[2] + W::stride(2) + (W::kernel(2) - 1) * W::dil(2) < in2)
+        pool_fixed_pair_taps<W, F, false>(base, start, g.in, true, take);
+      else
+        pool_fixed_pair_taps<W, F, true>(base, start, g.in, two, take);
+      y[first] = from_float<T>(best[0]);
+      if (two) y[first + 1] = from_float<T>(best[1]);
     } else {
       float best = -__int_as_float(0x7f800000);
       auto take = [&](const T v) { best = pool_max_nan(best, to_float(v)); };

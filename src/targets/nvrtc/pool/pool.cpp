@@ -58,24 +58,25 @@ PoolArgs adaptive_args(const OpCall& call, int rank) {
 
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(LoadedKernel k, int rank, int threads, ArgsReader args)
-      : k_(std::move(k)), rank_(rank), threads_(threads), args_(args) {}
+  PoolKernel(LoadedKernel k, int rank, int threads, int per_thread, ArgsReader args)
+      : k_(std::move(k)), rank_(rank), threads_(threads), per_thread_(per_thread), args_(args) {}
   void launch(const OpCall& call) const override {
     const PoolView v(call);
     PoolArgs a = args_(call, rank_);
     const void* xp = v.input().const_data_ptr();
     void* yp = v.output().mutable_data_ptr();
-    long long total = v.output().numel();
+    long long units = pool_units(v.output().numel(), a.g, per_thread_);
     long long divisor = a.divisor_override;
-    PoolDividers dividers = pool_dividers(a.g);
-    void* args[] = {&xp, &yp, &total, &a.g, &dividers, &a.count_include_pad, &divisor};
-    nvrtc::launch(k_, pool_grid(total, threads_), static_cast<unsigned>(threads_), 0, args);
+    PoolDividers dividers = pool_dividers(a.g, per_thread_);
+    void* args[] = {&xp, &yp, &units, &a.g, &dividers, &a.count_include_pad, &divisor};
+    nvrtc::launch(k_, pool_grid(units, threads_), static_cast<unsigned>(threads_), 0, args);
   }
 
  private:
   LoadedKernel k_;
   int rank_;
   int threads_;
+  int per_thread_;
   ArgsReader args_;
 };
 
@@ -95,7 +96,7 @@ struct PoolFamily {
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, args);
+    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.outputs_a_thread(), args);
   }
 };
 
@@ -166,11 +167,17 @@ PoolWindowParams pool_small_window(const PoolGeometry& g) {
   return w;
 }
 
-PoolDividers pool_dividers(const PoolGeometry& g) {
+int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread) {
+  if (out_numel == 0) return 0;
+  return out_numel / g.out[2] * ((g.out[2] + per_thread - 1) / per_thread);
+}
+
+PoolDividers pool_dividers(const PoolGeometry& g, int per_thread) {
   PoolDividers p{};
   for (int d = 0; d < 3; ++d) {
+    const int64_t n = d == 2 ? (g.out[2] + per_thread - 1) / per_thread : g.out[d];
     // only the int path reads them, whose sizes are below 2^30; 64-bit calls get placeholders
-    const IntDivider v = make_int_divider(g.out[d] >= 1 && g.out[d] < (int64_t{1} << 31) ? static_cast<unsigned>(g.out[d]) : 1u);
+    const IntDivider v = make_int_divider(n >= 1 && n < (int64_t{1} << 31) ? static_cast<unsigned>(n) : 1u);
     p.out[d][0] = v.magic;
     p.out[d][1] = v.shift;
   }

@@ -50,6 +50,8 @@ struct PoolSpec {
   std::string arch;
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
   bool fixed_window() const { return window[0] != 0; }
+  // neighbouring outputs along the last dim a thread (pool_outputs_a_thread in the kernel)
+  int outputs_a_thread() const { return mode == PoolMode::Max && fixed_window() ? 2 : 1; }
   bool operator==(const PoolSpec& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
            index_bits == o.index_bits && threads == o.threads && arch == o.arch && window == o.window;
@@ -94,7 +96,10 @@ int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g);
 // The window's 12 values when it is small enough to be written into a kernel's code (at most 128
 // taps, every value below 256; a kernel of its own for each such window), else all zero.
 PoolWindowParams pool_small_window(const PoolGeometry& g);
-PoolDividers pool_dividers(const PoolGeometry& g);
+// The kernel's work items: the outputs, `per_thread` (1 or 2) of a row's along the last dim each.
+int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread);
+// Dividers by the output dims, the last one's counted in work items.
+PoolDividers pool_dividers(const PoolGeometry& g, int per_thread);
 // Blocks for `total` outputs of `threads` a CTA (one trip each, capped at the grid's x limit: the
 // kernel strides past it).
 unsigned pool_grid(int64_t total, int threads);
