@@ -2,30 +2,15 @@
 run against torch.nn.functional on CPU: the kernel's windows, divisors, ceil_mode bounds, dilation
 steps, adaptive bins, NaN rule and grid-stride loop, for both index types and for the windows the
 plan writes into the code (PoolWindow, each case's window instantiated; max pools two outputs a
-thread), without a GPU. Needs a host
-C++ compiler (skipped without one)."""
+thread), without a GPU. Needs a host C++ compiler (skipped without one)."""
 import ctypes
-import os
-import shutil
-import subprocess
 
 import pytest
 import torch
 
+from support import host_kernel
 from support.pool_cases import POOLS, SIZES, params_for, reference, sample
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CXX = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
-
-# The CUDA words the kernel uses, for the host; float32 storage only (the f16/bf16 conversions are
-# inline PTX).
-SHIM = """#pragma once
-namespace tileops {
-inline float to_float(float v) { return v; }
-template <typename T> inline T from_float(float f);
-template <> inline float from_float<float>(float f) { return f; }
-}
-"""
 DRIVER = r"""
 #include <cstring>
 #define __global__
@@ -135,18 +120,9 @@ def fixed_windows():
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("no host C++ compiler")
-    d = tmp_path_factory.mktemp("pool_host")
-    (d / "common").mkdir()
-    (d / "common" / "dtypes.cuh").write_text(SHIM)
     windows = fixed_windows()
-    (d / "driver.cpp").write_text(DRIVER + fixed_driver(windows))
-    lib = d / "libpool_host.so"
-    # the shim folder first, so the kernel's "common/dtypes.cuh" is the host one
-    subprocess.run([CXX, "-std=c++17", "-O1", "-shared", "-fPIC", f"-I{d}", f"-I{os.path.join(ROOT, 'src', 'kernels')}",
-                    str(d / "driver.cpp"), "-o", str(lib)], check=True)
-    lib = ctypes.CDLL(str(lib))
+    lib = host_kernel.build(tmp_path_factory, "pool_host", DRIVER + fixed_driver(windows),
+                            {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES})
     lib.windows = {key: getattr(lib, f"pool_fixed_{i}") for i, key in enumerate(windows)}
     return lib
 
