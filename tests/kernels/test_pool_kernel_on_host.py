@@ -65,12 +65,15 @@ extern "C" void pool_run(const float* x, float* y, long long total, const PoolGe
 
 
 def fixed_driver(windows):
-    """Host entry points pool_fixed_<i> for each (rank, mode, window) of `windows`, int index."""
+    """Host entry points pool_fixed<bits>_<i> for each (rank, mode, window) of `windows`, with int
+    (32) and long long (64) index math."""
     out = []
     for i, (rank, mode, w) in enumerate(windows):
         args = ", ".join(map(str, w))
-        out.append(f'extern "C" void pool_fixed_{i}(const float* x, float* y, long long total, const PoolGeometry* g, '
-                   f'int cip, long long d) {{ grid<int, {rank}, {mode}, false, PoolWindow<{args}>>(x, y, total, g, cip, d); }}')
+        for bits, index in ((32, "int"), (64, "long long")):
+            out.append(f'extern "C" void pool_fixed{bits}_{i}(const float* x, float* y, long long total, '
+                       f'const PoolGeometry* g, int cip, long long d) {{ grid<{index}, {rank}, {mode}, false, '
+                       f'PoolWindow<{args}>>(x, y, total, g, cip, d); }}')
     return "\n".join(out) + "\n"
 
 
@@ -123,7 +126,8 @@ def kernel(tmp_path_factory):
     windows = fixed_windows()
     lib = host_kernel.build(tmp_path_factory, "pool_host", DRIVER + fixed_driver(windows),
                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES})
-    lib.windows = {key: getattr(lib, f"pool_fixed_{i}") for i, key in enumerate(windows)}
+    lib.windows = {(bits, *key): getattr(lib, f"pool_fixed{bits}_{i}") for i, key in enumerate(windows)
+                   for bits in (32, 64)}
     return lib
 
 
@@ -154,15 +158,15 @@ def geometry(pool, x, params, out_shape):
 
 
 def run_kernel(kernel, pool, x, params, out_shape, bits):
-    """The kernel's output: bits 32 or 64 (window read from the geometry), or "fixed" (the case's
-    window written into the code, int index; None when the plan would not fix it)."""
+    """The kernel's output: bits 32 or 64 (window read from the geometry), or "fixed32"/"fixed64" (the
+    case's window written into the code, int or long long index; None when the plan would not fix it)."""
     g = geometry(pool, x, params, out_shape)
     y = torch.empty(out_shape)
-    if bits == "fixed":
+    if isinstance(bits, str):
         w = window_of(g)
         if w is None or pool.kind == "adaptive":
             return None
-        entry = kernel.windows[(pool.rank, 0 if pool.kind == "avg" else 1, w)]
+        entry = kernel.windows[(int(bits[-2:]), pool.rank, 0 if pool.kind == "avg" else 1, w)]
         entry(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_longlong(y.numel()),
               ctypes.byref(g), ctypes.c_int(int(params.get("count_include_pad", True))),
               ctypes.c_longlong(params.get("divisor_override") or 0))
@@ -175,10 +179,10 @@ def run_kernel(kernel, pool, x, params, out_shape, bits):
     return y
 
 
-@pytest.mark.parametrize("bits", [32, 64, "fixed"])
+@pytest.mark.parametrize("bits", [32, 64, "fixed32", "fixed64"])
 @pytest.mark.parametrize("pool", POOLS, ids=[p.stem for p in POOLS])
 def test_kernel_matches_torch_on_host(kernel, pool, bits):
-    if bits == "fixed" and pool.kind == "adaptive":
+    if isinstance(bits, str) and pool.kind == "adaptive":
         pytest.skip("adaptive bins have no fixed window")
     checked = 0
     for x, params, expect in host_cases(pool):

@@ -1,11 +1,12 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
-// One thread an output element (grid-stride). Index math in I: long long, or int where the plan saw
-// every index and product stay below 2^30 (pool_index_bits); with int, an output index splits into
-// its coordinates by multiply-high dividers made on the host (int_divider.cuh), not by divisions.
+// One thread an output element, or two neighbouring ones along the last dim (max pools with a fixed
+// window), grid-stride. Index math in I: long long, or int where the plan saw every index and product
+// stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
+// multiply-high dividers made on the host (int_divider.cuh), not by divisions.
 // W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
-// unrolled, each predicated on lying inside the input), or PoolWindowOfCall reads them from the
-// geometry and loops over the clipped window. Window per dim:
+// unrolled; checked against the input's bounds only where the window does not lie inside it), or
+// PoolWindowOfCall reads them from the geometry and loops over the clipped window. Window per dim:
 //   pooled   start = o * stride - pad, taps start + i * dil for i < kernel, clipped to [0, in)
 //   adaptive [floor(o * in / out), ceil((o + 1) * in / out)), step 1
 // avg sums in float32 and divides once: divisor_override when nonzero, else (count_include_pad)
@@ -69,9 +70,6 @@ __device__ __forceinline__ float pool_max_nan(float a, float b) {
 #endif
 }
 
-// fn(element) for each tap of a fixed window W, unrolled, from the window's first corner `start`.
-// CHECK: skip taps outside the input; without it the caller saw the whole window inside (no
-// predicate a tap). Dims before F are 1 wide: never checked.
 // Outputs a thread: 2 for a max pool with a fixed window (neighbours along the last dim), else 1.
 template <int MODE, class W>
 __device__ constexpr int pool_outputs_a_thread() {
@@ -112,6 +110,9 @@ __device__ __forceinline__ bool pool_window_inside(const I (&start)[3], const I 
   return inside;
 }
 
+// fn(element) for each tap of a fixed window W, unrolled, from the window's first corner `start`.
+// CHECK: skip taps outside the input; without it the caller saw the whole window inside (no
+// predicate a tap). Dims before F are 1 wide: never checked.
 template <class W, int F, bool CHECK, typename T, typename I, class Fn>
 __device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[3], const I (&in)[3], Fn&& fn) {
 #pragma unroll

@@ -222,6 +222,7 @@ template <typename T, typename Y, int OP, int VEC, int TPR, int IPT>
 __global__ void __launch_bounds__(TPR) scan_rows_chained(const T* __restrict__ x, Y* __restrict__ y,
                                                          void* __restrict__ state, long long M, long long N,
                                                          long long tiles) {
+  static_assert(TPR >= 32 && TPR % 32 == 0, "the look-back takes a whole first warp");
   using A = typename scan_detail::Acc<Y>::type;
   __shared__ A warp_sums[TPR > 32 ? TPR / 32 : 1];
   __shared__ long long s_tile;

@@ -184,8 +184,8 @@ PoolDividers pool_dividers(const PoolGeometry& g, int per_thread) {
   return p;
 }
 
-unsigned pool_grid(int64_t total, int threads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((total + threads - 1) / threads, 1, 0x7fffffffLL));
+unsigned pool_grid(int64_t units, int threads) {
+  return static_cast<unsigned>(std::clamp<int64_t>((units + threads - 1) / threads, 1, 0x7fffffffLL));
 }
 
 PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {

@@ -46,7 +46,7 @@ struct PoolSpec {
   PoolMode mode;
   bool adaptive;
   int index_bits;  // 32 or 64: the kernel's index type
-  int threads;     // a CTA's threads, one output element each
+  int threads;     // a CTA's threads, one work item each (pool_units)
   std::string arch;
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
   bool fixed_window() const { return window[0] != 0; }
@@ -90,8 +90,8 @@ PoolGeometry pool_geometry(c10::IntArrayRef in_sizes, c10::IntArrayRef out_sizes
                            c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation);
 // 32 when the kernel's int index math cannot overflow for these sizes and this geometry: both
 // tensors below 2^30 elements, and per dim (out + 1) * max(in, stride) + kernel * dilation + 2 * pad
-// (the largest window bound or adaptive product formed) below 2^30, with room for the grid stride;
-// else 64.
+// (the largest window bound or adaptive product formed) below 2^30, so that every index, a bin's
+// ceil numerator (o + 1) * in + out - 1 and the grid stride stay below 2^31; else 64.
 int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g);
 // The window's 12 values when it is small enough to be written into a kernel's code (at most 128
 // taps, every value below 256; a kernel of its own for each such window), else all zero.
@@ -100,8 +100,8 @@ PoolWindowParams pool_small_window(const PoolGeometry& g);
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread);
 // Dividers by the output dims, the last one's counted in work items.
 PoolDividers pool_dividers(const PoolGeometry& g, int per_thread);
-// Blocks for `total` outputs of `threads` a CTA (one trip each, capped at the grid's x limit: the
+// Blocks for `units` work items of `threads` a CTA (one trip each, capped at the grid's x limit: the
 // kernel strides past it).
-unsigned pool_grid(int64_t total, int threads);
+unsigned pool_grid(int64_t units, int threads);
 
 }  // namespace tileops::nvrtc
