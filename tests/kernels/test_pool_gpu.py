@@ -12,7 +12,7 @@ import yaml
 
 import tileops
 import tileops.pool as pool_classes
-from support.pool_cases import BY_STEM, POOLS, SIZES, call, params_for, reference, sample
+from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, call, params_for, reference, sample
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,6 +102,31 @@ def test_windows_of_every_size_and_large_kernels():
         for o in ([1, 1], [7, 7], [55, 57], [60, 100], [3, 56]):
             for stem in ("adaptive_avg_pool2d", "adaptive_max_pool2d"):
                 check(BY_STEM[stem], call(BY_STEM[stem], a, {"output_size": o}), a, {"output_size": o})
+
+
+@pytest.mark.parametrize("stem,shape,params", WIDE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_CASES)])
+def test_wide_windows_a_warp_an_output(stem, shape, params):
+    """Windows of 32+ taps in a row (pool_fwd_warp): each dtype, a NaN in one window, and a
+    channels-last copy (the boundary makes it contiguous)."""
+    pool = BY_STEM[stem]
+    for dtype in pool.dtypes:
+        x = sample(shape, dtype, device="cuda", nan=pool.kind != "avg")
+        check(pool, call(pool, x, params), x, params)
+        if len(shape) == 4:
+            cl = x.contiguous(memory_format=torch.channels_last)
+            check(pool, call(pool, cl, params), cl, params)
+
+
+def test_wide_windows_share_one_kernel(counters):
+    """The warp kernel reads its window from the call: windows of 32+ taps of one (op, dtype, index
+    type) build once; 31 taps go to the thread kernel, its window in the code."""
+    tileops.clear_kernel_caches()
+    pool = BY_STEM["max_pool1d"]
+    x = sample((4, 8, 301), torch.float16, device="cuda", nan=True)
+    for k, expect in ((32, 1), (64, 1), (128, 1), (301, 1), (31, 2)):
+        params = {"kernel_size": k, "stride": 3, "padding": k // 2}
+        check(pool, call(pool, x, params), x, params)
+        assert counters()["kernel_builds"] == expect, k
 
 
 def test_max_pool_nan_and_infinities_exactly():

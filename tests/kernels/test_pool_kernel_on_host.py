@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from support import host_kernel
-from support.pool_cases import POOLS, SIZES, params_for, reference, sample
+from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, params_for, reference, sample
 
 DRIVER = r"""
 #include <cstring>
@@ -20,6 +20,7 @@ DRIVER = r"""
 struct Dim { unsigned x; };
 static Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+float __shfl_xor_sync(unsigned, float, int);  // pool_fwd_warp's, not instantiated here
 #include "pool/pool_fwd.cuh"
 using namespace tileops;
 // as the library's pool_units and pool_dividers make them: `per` outputs of a row's last dim an item
@@ -196,3 +197,96 @@ def test_kernel_matches_torch_on_host(kernel, pool, bits):
             torch.testing.assert_close(y, expect, rtol=0, atol=0, equal_nan=True, msg=what)
         checked += 1
     assert checked > 10
+
+
+WARP_DRIVER = r"""
+#include <barrier>
+#include <cstring>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+struct Dim { unsigned x; };
+static Dim blockIdx{0}, blockDim{32}, gridDim{1};
+static thread_local Dim threadIdx{0};
+static std::barrier<>* warp_barrier = nullptr;
+static float lanes[32];
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+// A CTA is one warp here, its 32 lanes real threads: a shuffle is a store, a barrier, a load, a barrier.
+inline float __shfl_xor_sync(unsigned, float v, int offset) {
+  lanes[threadIdx.x] = v;
+  warp_barrier->arrive_and_wait();
+  const float r = lanes[threadIdx.x ^ offset];
+  warp_barrier->arrive_and_wait();
+  return r;
+}
+#include "pool/pool_fwd.cuh"
+using namespace tileops;
+template <typename I, int R, int M, bool A>
+void grid(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d) {
+  PoolDividers p{};
+  for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(g->out[j]));
+  gridDim.x = 2;  // 2 CTAs of one warp: most outputs come from the grid-stride loop
+  for (unsigned b = 0; b < gridDim.x; ++b) {
+    blockIdx.x = b;
+    std::barrier<> bar(32);
+    warp_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < 32; ++t)
+      threads.emplace_back([=] {
+        threadIdx.x = t;
+        pool_fwd_warp<float, I, R, M, A>(x, y, total, *g, p, cip, d);
+      });
+    for (auto& t : threads) t.join();
+  }
+}
+template <typename I>
+void run(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d, int rank, int mode,
+         int adaptive) {
+  if (adaptive) return mode ? grid<I, 2, 1, true>(x, y, total, g, cip, d) : grid<I, 2, 0, true>(x, y, total, g, cip, d);
+  switch (rank * 2 + mode) {
+    case 2: return grid<I, 1, 0, false>(x, y, total, g, cip, d);
+    case 3: return grid<I, 1, 1, false>(x, y, total, g, cip, d);
+    case 4: return grid<I, 2, 0, false>(x, y, total, g, cip, d);
+    case 5: return grid<I, 2, 1, false>(x, y, total, g, cip, d);
+    case 6: return grid<I, 3, 0, false>(x, y, total, g, cip, d);
+    case 7: return grid<I, 3, 1, false>(x, y, total, g, cip, d);
+  }
+}
+extern "C" void pool_warp_run(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d,
+                              int rank, int mode, int adaptive, int bits) {
+  if (bits == 32) run<int>(x, y, total, g, cip, d, rank, mode, adaptive);
+  else run<long long>(x, y, total, g, cip, d, rank, mode, adaptive);
+}
+"""
+
+@pytest.fixture(scope="module")
+def warp_kernel(tmp_path_factory):
+    return host_kernel.build(tmp_path_factory, "pool_warp_host", WARP_DRIVER,
+                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES}, std="c++20", flags=("-pthread",))
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("stem,shape,params", WIDE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_CASES)])
+def test_warp_kernel_matches_torch_on_host(warp_kernel, stem, shape, params, bits):
+    pool = BY_STEM[stem]
+    torch.manual_seed(sum(shape))
+    x = sample(shape, torch.float32, nan=pool.kind != "avg").contiguous()
+    if pool.kind != "avg":
+        x.view(-1)[5] = float("nan")  # a NaN in one window wins there
+    expect = reference(pool, x, params)
+    g = geometry(pool, x, params, expect.shape)
+    y = torch.full(expect.shape, 12345.0)
+    warp_kernel.pool_warp_run(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()),
+                              ctypes.c_longlong(y.numel()), ctypes.byref(g),
+                              ctypes.c_int(int(params.get("count_include_pad", True))),
+                              ctypes.c_longlong(params.get("divisor_override") or 0), ctypes.c_int(pool.rank),
+                              ctypes.c_int(0 if "avg" in stem else 1), ctypes.c_int(pool.kind == "adaptive"),
+                              ctypes.c_int(bits))
+    if "avg" in stem:
+        torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5, equal_nan=True)
+    else:
+        torch.testing.assert_close(y, expect, rtol=0, atol=0, equal_nan=True)
+        assert torch.isnan(y).any()

@@ -43,6 +43,28 @@ POOLS = [
 BY_STEM = {p.stem: p for p in POOLS}
 SIZES = {1: [(7,), (16,), (33,)], 2: [(7, 9), (16, 16), (5, 13)], 3: [(5, 6, 7), (4, 4, 9)]}
 
+# (stem, input shape, params): windows of 32+ taps in a row, the ones the plan gives a warp each
+# (pool_wide_window), with padding, ceil_mode, dilation, count_include_pad and divisor_override, and
+# the joined runs: a window covering the last dim (and the next) whole, global adaptive bins.
+WIDE_CASES = [
+    ("max_pool1d", (2, 3, 128), {"kernel_size": 128, "stride": 1}),
+    ("max_pool1d", (2, 3, 101), {"kernel_size": 32, "stride": 7, "padding": 16, "ceil_mode": True}),
+    ("max_pool1d", (2, 3, 101), {"kernel_size": 33, "stride": 5, "dilation": 2, "padding": 3}),
+    ("avg_pool1d", (2, 3, 101), {"kernel_size": 40, "stride": 9, "padding": 20, "ceil_mode": True}),
+    ("avg_pool1d", (2, 3, 101), {"kernel_size": 40, "stride": 9, "padding": 20, "count_include_pad": False}),
+    ("avg_pool2d", (2, 3, 9, 70), {"kernel_size": [3, 35], "stride": [2, 11], "padding": [1, 17],
+                                   "divisor_override": 5}),
+    ("avg_pool2d", (2, 3, 7, 7), {"kernel_size": 7}),
+    ("max_pool2d", (2, 3, 7, 7), {"kernel_size": 7}),
+    ("max_pool2d", (2, 3, 6, 40), {"kernel_size": [2, 40], "stride": 1}),
+    ("avg_pool3d", (1, 3, 8, 6, 5), {"kernel_size": [2, 6, 5]}),
+    ("max_pool3d", (1, 3, 4, 5, 70), {"kernel_size": [2, 2, 33], "stride": [1, 2, 9], "padding": [1, 0, 16]}),
+    ("adaptive_avg_pool2d", (2, 3, 7, 7), {"output_size": [1, 1]}),
+    ("adaptive_max_pool2d", (2, 3, 7, 7), {"output_size": [1, 1]}),
+    ("adaptive_avg_pool2d", (2, 3, 11, 77), {"output_size": [3, 2]}),
+    ("adaptive_max_pool2d", (2, 3, 11, 77), {"output_size": [5, 1]}),
+]
+
 
 def per_dim(rank, *values):
     """A per-dim list from the first `rank` values (one spatial dim each)."""

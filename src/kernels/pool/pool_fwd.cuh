@@ -1,7 +1,7 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
-// One thread an output element, or two neighbouring ones along the last dim (max pools with a fixed
-// window), grid-stride. Index math in I: long long, or int where the plan saw every index and product
+// pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
+// a fixed window), grid-stride; pool_fwd_warp: a warp an output, for windows of 32+ taps in a row. Index math in I: long long, or int where the plan saw every index and product
 // stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
 // multiply-high dividers made on the host (int_divider.cuh), not by divisions.
 // W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
@@ -134,20 +134,14 @@ __device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[
   }
 }
 
-// units: the outputs, or for a max pool with a fixed window (kPoolPair) the pairs of neighbouring
-// outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
-// the units a row.
-template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
-__global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
-                         PoolDividers dividers, int count_include_pad, long long divisor_override) {
-  static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
-  static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
-  constexpr int F = 3 - R;  // first dim used
-  // two outputs a thread: the window's taps that both windows cover are loaded once
-  constexpr int P = pool_outputs_a_thread<MODE, W>();
-  struct {
-    I in[3], out[3], kernel[3], stride[3], pad[3], dil[3];
-  } g;
+// The geometry in the kernel's index type, a fixed window's values from its code.
+template <typename I>
+struct PoolDims {
+  I in[3], out[3], kernel[3], stride[3], pad[3], dil[3];
+};
+template <typename I, class W>
+__device__ __forceinline__ PoolDims<I> pool_dims(const PoolGeometry& geometry) {
+  PoolDims<I> g;
 #pragma unroll
   for (int j = 0; j < 3; ++j) {
     g.in[j] = static_cast<I>(geometry.in[j]);
@@ -164,6 +158,92 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       g.dil[j] = static_cast<I>(geometry.dil[j]);
     }
   }
+  return g;
+}
+
+// Where a work item's window lies: its plane, its first output, and per dim the window's first tap
+// (start) and, where the loops need them, its taps [lo, hi) in steps of st.
+template <typename I>
+struct PoolSite {
+  I plane;        // n * C + c
+  I first, last;  // the (first) output's index, and its coordinate in the last dim
+  I start[3], lo[3], hi[3], st[3];
+  long long padded;  // the window clipped to the padded input (count_include_pad's divisor)
+};
+
+// Work item idx of P outputs along the last dim (row_units of them a row) split into its coordinates.
+template <typename I, int R, int MODE, bool ADAPTIVE, class W, int P>
+__device__ __forceinline__ PoolSite<I> pool_locate(I idx, const PoolDims<I>& g, I row_units,
+                                                   const PoolDividers& dividers) {
+  constexpr int F = 3 - R;  // first dim used
+  PoolSite<I> s{0, idx, 0, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, 1};
+  I rest = idx;
+#pragma unroll
+  for (int j = 2; j >= F; --j) {
+    const I d = j == 2 ? row_units : g.out[j];
+    I q;
+    if constexpr (sizeof(I) == 4) {
+      q = static_cast<I>(int_divide(static_cast<unsigned>(rest), dividers.out[j]));
+    } else {
+      q = rest / d;
+    }
+    const I o = (rest - q * d) * (j == 2 ? P : 1);
+    if (j == 2) {
+      s.first = q * g.out[2] + o;
+      s.last = o;
+    }
+    rest = q;
+    if (ADAPTIVE) {
+      s.lo[j] = o * g.in[j] / g.out[j];
+      s.hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
+    } else {
+      s.start[j] = o * g.stride[j] - g.pad[j];
+      if (MODE == kPoolAvg) {
+        const I end = pool_min<I>(s.start[j] + g.kernel[j], g.in[j] + g.pad[j]);
+        s.padded *= end - s.start[j];
+        s.lo[j] = pool_max<I>(s.start[j], 0);
+        s.hi[j] = pool_min<I>(end, g.in[j]);
+      } else if (!W::kFixed) {
+        // first tap at or after 0 (torch steps start by dil while negative); taps end past the last
+        s.lo[j] = s.start[j] < 0 ? s.start[j] + (-s.start[j] + g.dil[j] - 1) / g.dil[j] * g.dil[j] : s.start[j];
+        s.hi[j] = pool_min<I>(s.start[j] + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
+        s.st[j] = g.dil[j];
+      }
+    }
+  }
+  s.plane = rest;
+  return s;
+}
+
+// The taps an avg window sums (0: none, torch writes 0), a product of window sizes that may pass
+// 2^31 where each index does not.
+template <int F, typename I>
+__device__ __forceinline__ long long pool_avg_count(const PoolSite<I>& s) {
+  long long count = 1;
+#pragma unroll
+  for (int j = F; j < 3; ++j) count *= s.hi[j] > s.lo[j] ? s.hi[j] - s.lo[j] : 0;
+  return count;
+}
+// What an avg window's sum is divided by.
+template <bool ADAPTIVE>
+__device__ __forceinline__ long long pool_avg_divisor(long long count, long long padded, int count_include_pad,
+                                                      long long divisor_override) {
+  if (ADAPTIVE) return count;
+  return divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
+}
+
+// units: the outputs, or for a max pool with a fixed window the pairs of neighbouring
+// outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
+// the units a row.
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
+__global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
+                         PoolDividers dividers, int count_include_pad, long long divisor_override) {
+  static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
+  static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
+  constexpr int F = 3 - R;  // first dim used
+  // two outputs a thread: the window's taps that both windows cover are loaded once
+  constexpr int P = pool_outputs_a_thread<MODE, W>();
+  const PoolDims<I> g = pool_dims<I, W>(geometry);
   I plane_size = 1;
 #pragma unroll
   for (int j = F; j < 3; ++j) plane_size *= g.in[j];
@@ -171,50 +251,12 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
   const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
   for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
        idx += step_all) {
-    I rest = idx;
-    I first = idx, last = 0;  // the (first) output's index, and its coordinate in the last dim
-    I start[3] = {0, 0, 0}, lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1}, st[3] = {1, 1, 1};
-    long long padded = 1;  // the window clipped to the padded input (count_include_pad's divisor)
-#pragma unroll
-    for (int j = 2; j >= F; --j) {
-      const I d = j == 2 ? row_units : g.out[j];
-      I q;
-      if constexpr (sizeof(I) == 4) {
-        q = static_cast<I>(int_divide(static_cast<unsigned>(rest), dividers.out[j]));
-      } else {
-        q = rest / d;
-      }
-      const I o = (rest - q * d) * (j == 2 ? P : 1);
-      if (j == 2) {
-        first = q * g.out[2] + o;
-        last = o;
-      }
-      rest = q;
-      if (ADAPTIVE) {
-        lo[j] = o * g.in[j] / g.out[j];
-        hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
-      } else {
-        start[j] = o * g.stride[j] - g.pad[j];
-        if (MODE == kPoolAvg) {
-          const I end = pool_min<I>(start[j] + g.kernel[j], g.in[j] + g.pad[j]);
-          padded *= end - start[j];
-          lo[j] = pool_max<I>(start[j], 0);
-          hi[j] = pool_min<I>(end, g.in[j]);
-        } else if (!W::kFixed) {
-          // first tap at or after 0 (torch steps start by dil while negative); taps end past the last
-          lo[j] = start[j] < 0 ? start[j] + (-start[j] + g.dil[j] - 1) / g.dil[j] * g.dil[j] : start[j];
-          hi[j] = pool_min<I>(start[j] + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
-          st[j] = g.dil[j];
-        }
-      }
-    }
-    const T* base = x + rest * plane_size;  // rest: the plane (n * C + c)
+    const PoolSite<I> s = pool_locate<I, R, MODE, ADAPTIVE, W, P>(idx, g, row_units, dividers);
+    const T* base = x + s.plane * plane_size;
     const I in1 = g.in[1], in2 = g.in[2];
     if constexpr (MODE == kPoolAvg) {
       float sum = 0.f;
-      long long count = 1;  // a product of window sizes may pass 2^31 where each index does not
-#pragma unroll
-      for (int j = F; j < 3; ++j) count *= hi[j] > lo[j] ? hi[j] - lo[j] : 0;
+      const long long count = pool_avg_count<F>(s);
       if (count == 0) {  // no element of the input in the window: torch writes 0
         y[idx] = from_float<T>(0.f);
         continue;
@@ -222,43 +264,108 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       if constexpr (W::kFixed) {
         // taps outside the input add nothing (the count above excludes them)
         auto add = [&](const T v) { sum += to_float(v); };
-        if (pool_window_inside<W, F>(start, g.in)) pool_fixed_taps<W, F, false>(base, start, g.in, add);
-        else pool_fixed_taps<W, F, true>(base, start, g.in, add);
+        if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, add);
+        else pool_fixed_taps<W, F, true>(base, s.start, g.in, add);
       } else {
-        for (I a = lo[0]; a < hi[0]; ++a)
-          for (I b = lo[1]; b < hi[1]; ++b) {
+        for (I a = s.lo[0]; a < s.hi[0]; ++a)
+          for (I b = s.lo[1]; b < s.hi[1]; ++b) {
             const T* row = base + (a * in1 + b) * in2;
-            for (I c = lo[2]; c < hi[2]; ++c) sum += to_float(row[c]);
+            for (I c = s.lo[2]; c < s.hi[2]; ++c) sum += to_float(row[c]);
           }
       }
-      long long divisor = count;
-      if (!ADAPTIVE) divisor = divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
+      const long long divisor = pool_avg_divisor<ADAPTIVE>(count, s.padded, count_include_pad, divisor_override);
       y[idx] = from_float<T>(sum / static_cast<float>(divisor));
     } else if constexpr (P == 2) {
-      const bool two = last + 1 < g.out[2];
+      const bool two = s.last + 1 < g.out[2];
       float best[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
       auto take = [&](int k, const T v) { best[k] = pool_max_nan(best[k], to_float(v)); };
-      if (two && pool_window_inside<W, F>(start, g.in) &&
-          start[2] + W::stride(2) + (W::kernel(2) - 1) * W::dil(2) < in2)
-        pool_fixed_pair_taps<W, F, false>(base, start, g.in, true, take);
+      if (two && pool_window_inside<W, F>(s.start, g.in) &&
+          s.start[2] + W::stride(2) + (W::kernel(2) - 1) * W::dil(2) < in2)
+        pool_fixed_pair_taps<W, F, false>(base, s.start, g.in, true, take);
       else
-        pool_fixed_pair_taps<W, F, true>(base, start, g.in, two, take);
-      y[first] = from_float<T>(best[0]);
-      if (two) y[first + 1] = from_float<T>(best[1]);
+        pool_fixed_pair_taps<W, F, true>(base, s.start, g.in, two, take);
+      y[s.first] = from_float<T>(best[0]);
+      if (two) y[s.first + 1] = from_float<T>(best[1]);
     } else {
       float best = -__int_as_float(0x7f800000);
       auto take = [&](const T v) { best = pool_max_nan(best, to_float(v)); };
       if constexpr (W::kFixed) {
-        if (pool_window_inside<W, F>(start, g.in)) pool_fixed_taps<W, F, false>(base, start, g.in, take);
-        else pool_fixed_taps<W, F, true>(base, start, g.in, take);
+        if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, take);
+        else pool_fixed_taps<W, F, true>(base, s.start, g.in, take);
       } else {
-        for (I a = lo[0]; a < hi[0]; a += st[0])
-          for (I b = lo[1]; b < hi[1]; b += st[1]) {
+        for (I a = s.lo[0]; a < s.hi[0]; a += s.st[0])
+          for (I b = s.lo[1]; b < s.hi[1]; b += s.st[1]) {
             const T* row = base + (a * in1 + b) * in2;
-            for (I c = lo[2]; c < hi[2]; c += st[2]) take(row[c]);
+            for (I c = s.lo[2]; c < s.hi[2]; c += s.st[2]) take(row[c]);
           }
       }
       y[idx] = from_float<T>(best);
+    }
+  }
+}
+
+// A warp an output, for windows of at least 32 taps in a row (pool_wide_window on the host), where a
+// thread an output would read 32+ taps alone, its warp's reads strided apart: the lanes split the
+// window's taps along the last dim (coalesced), then combine by butterfly. Trailing dims a window
+// covers whole with step 1 join that run, so a global pool reads each plane as one row. Same windows,
+// divisors and NaN rule as pool_fwd.
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE>
+__global__ void pool_fwd_warp(const T* __restrict__ x, T* __restrict__ y, long long outputs, PoolGeometry geometry,
+                              PoolDividers dividers, int count_include_pad, long long divisor_override) {
+  static_assert(R >= 1 && R <= 3, "pool_fwd_warp pools 1, 2 or 3 trailing dims");
+  constexpr int F = 3 - R;
+  const PoolDims<I> g = pool_dims<I, PoolWindowOfCall>(geometry);
+  I plane_size = 1;
+#pragma unroll
+  for (int j = F; j < 3; ++j) plane_size *= g.in[j];
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const I warps_a_cta = static_cast<I>(blockDim.x) / 32;
+  const I step = static_cast<I>(gridDim.x) * warps_a_cta;
+  for (I idx = static_cast<I>(blockIdx.x) * warps_a_cta + static_cast<I>(threadIdx.x) / 32; idx < outputs;
+       idx += step) {  // the same idx across the warp: its shuffles see every lane
+    const PoolSite<I> s = pool_locate<I, R, MODE, ADAPTIVE, PoolWindowOfCall, 1>(idx, g, g.out[2], dividers);
+    const T* base = x + s.plane * plane_size;
+    const I in1 = g.in[1], in2 = g.in[2];
+    // the run the lanes split: dim 2's taps, or (dim 2 whole) dims 1-2's, or (dims 1-2 whole) dims 0-2's
+    I alo = s.lo[0], ahi = s.hi[0], ast = s.st[0], blo = s.lo[1], bhi = s.hi[1], bst = s.st[1];
+    I rlo = s.lo[2], rhi = s.hi[2], rst = s.st[2];
+    if (s.lo[2] == 0 && s.hi[2] == in2 && rst == 1 && bst == 1) {
+      rlo = blo * in2;
+      rhi = bhi * in2;
+      blo = 0;
+      bhi = 1;
+      if (s.lo[1] == 0 && s.hi[1] == in1 && ast == 1) {
+        rlo = alo * in1 * in2;
+        rhi = ahi * in1 * in2;
+        alo = 0;
+        ahi = 1;
+      }
+    }
+    // taps of the run; t * rst stays below the window's extent (bounded by pool_index_bits)
+    const I taps = rhi > rlo ? (rhi - rlo + rst - 1) / rst : 0;
+    float acc = MODE == kPoolAvg ? 0.f : -__int_as_float(0x7f800000);
+    for (I a = alo; a < ahi; a += ast)
+      for (I b = blo; b < bhi; b += bst) {
+        const T* row = base + (a * in1 + b) * in2 + rlo;
+#pragma unroll 4  // loads in flight together
+        for (I t = lane; t < taps; t += 32) {
+          const float v = to_float(row[t * rst]);
+          acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
+        }
+      }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float v = __shfl_xor_sync(0xffffffffu, acc, offset);
+      acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
+    }
+    if (lane != 0) continue;
+    if constexpr (MODE == kPoolAvg) {
+      const long long count = pool_avg_count<F>(s);
+      y[idx] = from_float<T>(count == 0 ? 0.f  // no element of the input in the window: torch writes 0
+                                        : acc / static_cast<float>(pool_avg_divisor<ADAPTIVE>(
+                                                    count, s.padded, count_include_pad, divisor_override)));
+    } else {
+      y[idx] = from_float<T>(acc);
     }
   }
 }

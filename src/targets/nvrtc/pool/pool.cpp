@@ -58,8 +58,8 @@ PoolArgs adaptive_args(const OpCall& call, int rank) {
 
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(LoadedKernel k, int rank, int threads, int per_thread, ArgsReader args)
-      : k_(std::move(k)), rank_(rank), threads_(threads), per_thread_(per_thread), args_(args) {}
+  PoolKernel(LoadedKernel k, int rank, int threads, int items, int per_thread, ArgsReader args)
+      : k_(std::move(k)), rank_(rank), threads_(threads), items_(items), per_thread_(per_thread), args_(args) {}
   void launch(const OpCall& call) const override {
     const PoolView v(call);
     PoolArgs a = args_(call, rank_);
@@ -69,13 +69,14 @@ class PoolKernel final : public Kernel {
     long long divisor = a.divisor_override;
     PoolDividers dividers = pool_dividers(a.g, per_thread_);
     void* args[] = {&xp, &yp, &units, &a.g, &dividers, &a.count_include_pad, &divisor};
-    nvrtc::launch(k_, pool_grid(units, threads_), static_cast<unsigned>(threads_), 0, args);
+    nvrtc::launch(k_, pool_grid(units, items_), static_cast<unsigned>(threads_), 0, args);
   }
 
  private:
   LoadedKernel k_;
   int rank_;
   int threads_;
+  int items_;  // work items a CTA
   int per_thread_;
   ArgsReader args_;
 };
@@ -92,11 +93,12 @@ struct PoolFamily {
     const PoolView v(call);
     const PoolGeometry g = args(call, rank).g;
     return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
-            adaptive ? PoolWindowParams{} : pool_small_window(g)};
+            adaptive ? PoolWindowParams{} : pool_small_window(g), pool_wide_window(g, adaptive)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.outputs_a_thread(), args);
+    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.items_a_cta(), s.outputs_a_thread(),
+                                        args);
   }
 };
 
@@ -167,6 +169,22 @@ PoolWindowParams pool_small_window(const PoolGeometry& g) {
   return w;
 }
 
+bool pool_wide_window(const PoolGeometry& g, bool adaptive) {
+  constexpr int64_t kWarp = 32;
+  // a window's taps along dim d (an adaptive bin's at most), and whether every window covers dim d
+  // whole with step 1
+  auto taps = [&](int d) { return adaptive ? (g.in[d] + g.out[d] - 1) / g.out[d] : g.kernel[d]; };
+  auto whole = [&](int d) {
+    return g.out[d] == 1 && (adaptive || (g.pad[d] == 0 && g.dil[d] == 1 && g.kernel[d] >= g.in[d]));
+  };
+  int64_t run = taps(2);
+  if (whole(2) && (adaptive || g.dil[1] == 1)) {
+    run = g.in[2] * taps(1);
+    if (whole(1) && (adaptive || g.dil[0] == 1)) run = g.in[2] * g.in[1] * taps(0);
+  }
+  return run >= kWarp;
+}
+
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread) {
   if (out_numel == 0) return 0;
   return out_numel / g.out[2] * ((g.out[2] + per_thread - 1) / per_thread);
@@ -184,14 +202,16 @@ PoolDividers pool_dividers(const PoolGeometry& g, int per_thread) {
   return p;
 }
 
-unsigned pool_grid(int64_t units, int threads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((units + threads - 1) / threads, 1, 0x7fffffffLL));
+unsigned pool_grid(int64_t units, int items) {
+  return static_cast<unsigned>(std::clamp<int64_t>((units + items - 1) / items, 1, 0x7fffffffLL));
 }
 
 PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
-  // a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
+  // a wide window: a warp an output, its window read from the call (one kernel for every size);
+  // else a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
+  if (q.wide) return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch, {}, true};
   return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
-                  q.adaptive ? PoolWindowParams{} : q.window};
+                  q.adaptive ? PoolWindowParams{} : q.window, false};
 }
 
 namespace {
@@ -213,18 +233,20 @@ std::string window_tag(const PoolWindowParams& w, int rank) {
 }  // namespace
 
 size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits}) ^
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, wide}) ^
          window_hash(window);
 }
 size_t PoolSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads}) ^
+  return hash_words(
+             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, warp}) ^
          window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
 std::string pool_name(const PoolSpec& s) {
   return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
-         std::to_string(s.threads) + (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
+         std::to_string(s.threads) + (s.warp ? "__warp" : "") +
+         (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
 jit::KernelSource pool_source(const PoolSpec& s) {
@@ -232,7 +254,8 @@ jit::KernelSource pool_source(const PoolSpec& s) {
               "tileops: pool_fwd has no kernel for dtype ", s.dtype);
   TORCH_CHECK(s.rank >= 1 && s.rank <= 3, "tileops: pool_fwd pools 1 to 3 dims, not ", s.rank);
   TORCH_CHECK(s.index_bits == 32 || s.index_bits == 64, "tileops: pool_fwd indexes in int or long long");
-  std::string expr = std::string("tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
+  TORCH_CHECK(!(s.warp && s.fixed_window()), "tileops: pool_fwd_warp reads its window from the call");
+  std::string expr = std::string(s.warp ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
                            (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " +
                            std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false");
   if (s.fixed_window()) {
@@ -248,7 +271,7 @@ std::vector<jit::KernelSource> PoolSpec::sources() const { return {pool_source(*
 std::string PoolSpec::describe() const {
   return std::string("pool_fwd(") + (adaptive ? "adaptive " : "") + (mode == PoolMode::Avg ? "avg" : "max") +
          ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
-         std::to_string(index_bits) + ", threads=" + std::to_string(threads) +
+         std::to_string(index_bits) + ", threads=" + std::to_string(threads) + (warp ? ", a warp an output" : "") +
          (fixed_window() ? ", window=" + window_tag(window, rank) : "") + ")";
 }
 
