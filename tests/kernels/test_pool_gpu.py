@@ -119,11 +119,12 @@ def test_wide_windows_a_warp_an_output(stem, shape, params):
 
 def test_wide_windows_share_one_kernel(counters):
     """The warp kernel reads its window from the call: windows of 32+ taps of one (op, dtype, index
-    type) build once; 31 taps go to the thread kernel, its window in the code."""
+    type) build once for each lanes an output (8 up to 64 taps, 16 up to 256, else 32); 31 taps go to
+    the thread kernel, its window in the code."""
     tileops.clear_kernel_caches()
     pool = BY_STEM["max_pool1d"]
     x = sample((4, 8, 301), torch.float16, device="cuda", nan=True)
-    for k, expect in ((32, 1), (64, 1), (128, 1), (301, 1), (31, 2)):
+    for k, expect in ((32, 1), (64, 1), (40, 1), (128, 2), (200, 2), (301, 3), (31, 4)):
         params = {"kernel_size": k, "stride": 3, "padding": k // 2}
         check(pool, call(pool, x, params), x, params)
         assert counters()["kernel_builds"] == expect, k

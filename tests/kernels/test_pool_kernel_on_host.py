@@ -224,7 +224,7 @@ inline float __shfl_xor_sync(unsigned, float v, int offset) {
 }
 #include "pool/pool_fwd.cuh"
 using namespace tileops;
-template <typename I, int R, int M, bool A>
+template <typename I, int R, int M, bool A, int G>
 void grid(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d) {
   PoolDividers p{};
   for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(g->out[j]));
@@ -237,28 +237,31 @@ void grid(const float* x, float* y, long long total, const PoolGeometry* g, int 
     for (unsigned t = 0; t < 32; ++t)
       threads.emplace_back([=] {
         threadIdx.x = t;
-        pool_fwd_warp<float, I, R, M, A>(x, y, total, *g, p, cip, d);
+        pool_fwd_warp<float, I, R, M, A, G>(x, y, total, *g, p, cip, d);
       });
     for (auto& t : threads) t.join();
   }
 }
-template <typename I>
+template <typename I, int G>
 void run(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d, int rank, int mode,
          int adaptive) {
-  if (adaptive) return mode ? grid<I, 2, 1, true>(x, y, total, g, cip, d) : grid<I, 2, 0, true>(x, y, total, g, cip, d);
+  if (adaptive)
+    return mode ? grid<I, 2, 1, true, G>(x, y, total, g, cip, d) : grid<I, 2, 0, true, G>(x, y, total, g, cip, d);
   switch (rank * 2 + mode) {
-    case 2: return grid<I, 1, 0, false>(x, y, total, g, cip, d);
-    case 3: return grid<I, 1, 1, false>(x, y, total, g, cip, d);
-    case 4: return grid<I, 2, 0, false>(x, y, total, g, cip, d);
-    case 5: return grid<I, 2, 1, false>(x, y, total, g, cip, d);
-    case 6: return grid<I, 3, 0, false>(x, y, total, g, cip, d);
-    case 7: return grid<I, 3, 1, false>(x, y, total, g, cip, d);
+    case 2: return grid<I, 1, 0, false, G>(x, y, total, g, cip, d);
+    case 3: return grid<I, 1, 1, false, G>(x, y, total, g, cip, d);
+    case 4: return grid<I, 2, 0, false, G>(x, y, total, g, cip, d);
+    case 5: return grid<I, 2, 1, false, G>(x, y, total, g, cip, d);
+    case 6: return grid<I, 3, 0, false, G>(x, y, total, g, cip, d);
+    case 7: return grid<I, 3, 1, false, G>(x, y, total, g, cip, d);
   }
 }
 extern "C" void pool_warp_run(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d,
-                              int rank, int mode, int adaptive, int bits) {
-  if (bits == 32) run<int>(x, y, total, g, cip, d, rank, mode, adaptive);
-  else run<long long>(x, y, total, g, cip, d, rank, mode, adaptive);
+                              int rank, int mode, int adaptive, int bits, int lanes) {
+  if (bits == 64) return run<long long, 16>(x, y, total, g, cip, d, rank, mode, adaptive);
+  if (lanes == 8) run<int, 8>(x, y, total, g, cip, d, rank, mode, adaptive);
+  else if (lanes == 16) run<int, 16>(x, y, total, g, cip, d, rank, mode, adaptive);
+  else run<int, 32>(x, y, total, g, cip, d, rank, mode, adaptive);
 }
 """
 
@@ -268,9 +271,9 @@ def warp_kernel(tmp_path_factory):
                              {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES}, std="c++20", flags=("-pthread",))
 
 
-@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("bits,lanes", [(32, 8), (32, 16), (32, 32), (64, 16)])
 @pytest.mark.parametrize("stem,shape,params", WIDE_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_CASES)])
-def test_warp_kernel_matches_torch_on_host(warp_kernel, stem, shape, params, bits):
+def test_warp_kernel_matches_torch_on_host(warp_kernel, stem, shape, params, bits, lanes):
     pool = BY_STEM[stem]
     torch.manual_seed(sum(shape))
     x = sample(shape, torch.float32, nan=pool.kind != "avg").contiguous()
@@ -284,7 +287,7 @@ def test_warp_kernel_matches_torch_on_host(warp_kernel, stem, shape, params, bit
                               ctypes.c_int(int(params.get("count_include_pad", True))),
                               ctypes.c_longlong(params.get("divisor_override") or 0), ctypes.c_int(pool.rank),
                               ctypes.c_int(0 if "avg" in stem else 1), ctypes.c_int(pool.kind == "adaptive"),
-                              ctypes.c_int(bits))
+                              ctypes.c_int(bits), ctypes.c_int(lanes))
     if "avg" in stem:
         torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5, equal_nan=True)
     else:

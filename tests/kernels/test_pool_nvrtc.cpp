@@ -53,10 +53,10 @@ std::vector<PoolProblem> all_problems() {
           out.push_back({dtype, rank, mode, false, bits, window_of(rank, {3}, {2}, {1}, {})});
           if (mode == PoolMode::Max && rank == 1) out.push_back({dtype, 1, mode, false, bits, window_of(1, {128}, {1}, {0}, {2})});
         }
-      // windows of 32+ taps in a row: a warp an output
+      // windows of 32+ taps in a row: 8, 16 or 32 lanes an output
       for (int rank = 1; rank <= 3; ++rank)
-        for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits, {}, true});
-      for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, 2, mode, true, bits, {}, true});
+        for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits, {}, 4 << rank});
+      for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, 2, mode, true, bits, {}, 8});
     }
   return out;
 }
@@ -72,7 +72,7 @@ TEST_P(PoolCompiles, ToCubin) {
   const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
   ASSERT_GT(cubin.image.size(), 4u);
   EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-  EXPECT_NE(cubin.lowered_name.find(q.wide ? "pool_fwd_warp" : "pool_fwd"), std::string::npos) << cubin.lowered_name;
+  EXPECT_NE(cubin.lowered_name.find(q.lanes ? "pool_fwd_warp" : "pool_fwd"), std::string::npos) << cubin.lowered_name;
   EXPECT_NE(sources[0].name.find(arch), std::string::npos);
 }
 
@@ -80,7 +80,7 @@ std::string PoolCaseName(const ::testing::TestParamInfo<PoolCompiles::ParamType>
   const PoolProblem& q = std::get<0>(info.param);
   return std::string(q.adaptive ? "adaptive_" : "") + (q.mode == PoolMode::Avg ? "avg" : "max") +
          std::to_string(q.rank) + "d_" + tileops::nvrtc::short_type_name(q.dtype) + "_i" +
-         std::to_string(q.index_bits) + (q.window[0] ? "_k" + std::to_string(q.window[2]) : "") + (q.wide ? "_warp" : "") + "_" +
+         std::to_string(q.index_bits) + (q.window[0] ? "_k" + std::to_string(q.window[2]) : "") + (q.lanes ? "_g" + std::to_string(q.lanes) : "") + "_" +
          std::get<1>(info.param);
 }
 
@@ -100,7 +100,7 @@ TEST(PoolPlan, IsThePoolKernelOfTheProblemOnTheDevice) {
     EXPECT_EQ(s.index_bits, q.index_bits);
     EXPECT_EQ(s.threads, 256);
     EXPECT_EQ(s.arch, "sm_90a");
-    EXPECT_EQ(s.warp, q.wide);
+    EXPECT_EQ(s.lanes, q.lanes);
     EXPECT_EQ(s.window, q.window);  // the small window goes into the code
     EXPECT_TRUE(s == tileops::nvrtc::plan_pool(q, h200));  // pure: same problem, same spec
     names.insert(tileops::nvrtc::pool_name(s));
@@ -118,46 +118,52 @@ TEST(PoolPlan, IsThePoolKernelOfTheProblemOnTheDevice) {
             "tileops::pool_fwd<tileops::f16, int, 2, 1, false, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
 }
 
-TEST(PoolPlan, WideWindowsTakeAWarpAnOutputTheirWindowFromTheCall) {
+TEST(PoolPlan, WideWindowsTakeLanesAnOutputTheirWindowFromTheCall) {
   const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
   // textcnn's global max_pool1d: 128 taps, which the thread kernel would also have held in its code
   const PoolSpec s = tileops::nvrtc::plan_pool(
-      {c10::kHalf, 1, PoolMode::Max, false, 32, window_of(1, {128}, {1}, {0}, {}), true}, h200);
-  EXPECT_TRUE(s.warp);
+      {c10::kHalf, 1, PoolMode::Max, false, 32, window_of(1, {128}, {1}, {0}, {}), 16}, h200);
+  EXPECT_EQ(s.lanes, 16);
   EXPECT_FALSE(s.fixed_window());  // one kernel for every wide window
   EXPECT_EQ(s.outputs_a_thread(), 1);
-  EXPECT_EQ(s.items_a_cta(), 256 / 32);
-  EXPECT_EQ(tileops::nvrtc::pool_name(s), "max_pool1d_fwd__f16__i32__t256__warp__sm_90a");
-  EXPECT_EQ(tileops::nvrtc::pool_source(s).name_expression, "tileops::pool_fwd_warp<tileops::f16, int, 1, 1, false>");
+  EXPECT_EQ(s.items_a_cta(), 256 / 16);
+  EXPECT_EQ(tileops::nvrtc::pool_name(s), "max_pool1d_fwd__f16__i32__t256__g16__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::pool_source(s).name_expression,
+            "tileops::pool_fwd_warp<tileops::f16, int, 1, 1, false, 16>");
   const PoolSpec t = tileops::nvrtc::plan_pool({c10::kHalf, 1, PoolMode::Max, false, 32}, h200);
-  EXPECT_FALSE(t.warp);
+  EXPECT_EQ(t.lanes, 0);
   EXPECT_EQ(t.items_a_cta(), 256);
   EXPECT_FALSE(s == t);
   EXPECT_NE(s.hash(), t.hash());
 }
 
-TEST(PoolWideWindow, ThirtyTwoTapsInARowWholeTrailingDimsJoined) {
+TEST(PoolLanes, ThirtyTwoTapsInARowWholeTrailingDimsJoined) {
   using tileops::nvrtc::pool_geometry;
-  using tileops::nvrtc::pool_wide_window;
-  // 1-d: the last dim's taps, dilated or not
-  EXPECT_TRUE(pool_wide_window(pool_geometry({64, 256, 128}, {64, 256, 1}, 1, {128}, {1}, {0}, {1}), false));
-  EXPECT_TRUE(pool_wide_window(pool_geometry({4, 8, 301}, {4, 8, 10}, 1, {32}, {30}, {0}, {2}), false));
-  EXPECT_FALSE(pool_wide_window(pool_geometry({4, 8, 301}, {4, 8, 10}, 1, {31}, {30}, {0}, {1}), false));
+  using tileops::nvrtc::pool_lanes;
+  // 1-d: the last dim's taps, dilated or not; 8 lanes up to 64 taps, 16 up to 256, then 32
+  EXPECT_EQ(pool_lanes(pool_geometry({64, 256, 128}, {64, 256, 1}, 1, {128}, {1}, {0}, {1}), false), 16);
+  EXPECT_EQ(pool_lanes(pool_geometry({4, 8, 301}, {4, 8, 10}, 1, {32}, {30}, {0}, {2}), false), 8);
+  EXPECT_EQ(pool_lanes(pool_geometry({4, 8, 301}, {4, 8, 10}, 1, {31}, {30}, {0}, {1}), false), 0);
+  EXPECT_EQ(pool_lanes(pool_geometry({4, 8, 301}, {4, 8, 10}, 1, {65}, {30}, {0}, {1}), false), 16);
+  EXPECT_EQ(pool_lanes(pool_geometry({4, 8, 301}, {4, 8, 1}, 1, {257}, {30}, {0}, {1}), false), 32);
   // 2-d: a 3x3 window is 3 taps in a row; a [3, 40] one 40
-  EXPECT_FALSE(pool_wide_window(pool_geometry({2, 8, 40, 41}, {2, 8, 19, 19}, 2, {3}, {2}, {1}, {1}), false));
-  EXPECT_TRUE(pool_wide_window(pool_geometry({2, 8, 40, 41}, {2, 8, 38, 2}, 2, {3, 40}, {1}, {0}, {1}), false));
+  EXPECT_EQ(pool_lanes(pool_geometry({2, 8, 40, 41}, {2, 8, 19, 19}, 2, {3}, {2}, {1}, {1}), false), 0);
+  EXPECT_EQ(pool_lanes(pool_geometry({2, 8, 40, 41}, {2, 8, 38, 2}, 2, {3, 40}, {1}, {0}, {1}), false), 8);
   // a 7x7 window over a 7x7 plane covers the last dim whole: its 49 taps are one row
-  EXPECT_TRUE(pool_wide_window(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {7}, {1}, {0}, {1}), false));
+  EXPECT_EQ(pool_lanes(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {7}, {1}, {0}, {1}), false), 8);
   // ... but not with padding (windows past the plane) or dilation across rows
-  EXPECT_FALSE(pool_wide_window(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {7}, {7}, {1}, {1}), false));
-  EXPECT_FALSE(pool_wide_window(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {4, 7}, {1}, {0}, {2, 1}), false));
+  EXPECT_EQ(pool_lanes(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {7}, {7}, {1}, {1}), false), 0);
+  EXPECT_EQ(pool_lanes(pool_geometry({8, 64, 7, 7}, {8, 64, 1, 1}, 2, {4, 7}, {1}, {0}, {2, 1}), false), 0);
   // adaptive: a global pool joins the plane; a 7x7 grid over 55x57 is 9 taps in a row
-  EXPECT_TRUE(pool_wide_window(pool_geometry({8, 2048, 7, 7}, {8, 2048, 1, 1}, 2, {}, {}, {}, {}), true));
-  EXPECT_FALSE(pool_wide_window(pool_geometry({2, 64, 55, 57}, {2, 64, 7, 7}, 2, {}, {}, {}, {}), true));
-  EXPECT_TRUE(pool_wide_window(pool_geometry({2, 64, 55, 57}, {2, 64, 7, 1}, 2, {}, {}, {}, {}), true));
-  EXPECT_FALSE(pool_wide_window(pool_geometry({2, 64, 8, 3}, {2, 64, 1, 3}, 2, {}, {}, {}, {}), true));
+  EXPECT_EQ(pool_lanes(pool_geometry({8, 2048, 7, 7}, {8, 2048, 1, 1}, 2, {}, {}, {}, {}), true), 8);
+  EXPECT_EQ(pool_lanes(pool_geometry({2, 64, 55, 57}, {2, 64, 7, 7}, 2, {}, {}, {}, {}), true), 0);
+  // a [7, 1] grid: each bin's rows (8 at most) of 57 whole: up to 456 taps in a row
+  EXPECT_EQ(pool_lanes(pool_geometry({2, 64, 55, 57}, {2, 64, 7, 1}, 2, {}, {}, {}, {}), true), 32);
+  EXPECT_EQ(pool_lanes(pool_geometry({2, 64, 8, 3}, {2, 64, 1, 3}, 2, {}, {}, {}, {}), true), 0);
   // 3-d: dims 1 and 2 whole (6 x 5), dim 0 two taps: 60
-  EXPECT_TRUE(pool_wide_window(pool_geometry({1, 2, 8, 6, 5}, {1, 2, 4, 1, 1}, 3, {2, 6, 5}, {2, 6, 5}, {0}, {1}), false));
+  EXPECT_EQ(tileops::nvrtc::pool_row_taps(
+                pool_geometry({1, 2, 8, 6, 5}, {1, 2, 4, 1, 1}, 3, {2, 6, 5}, {2, 6, 5}, {0}, {1}), false),
+            60);
 }
 
 TEST(PoolSmallWindow, HoldsWindowsOfAtMost128TapsAndValuesBelow256) {

@@ -48,6 +48,7 @@ SIZES = {1: [(7,), (16,), (33,)], 2: [(7, 9), (16, 16), (5, 13)], 3: [(5, 6, 7),
 # the joined runs: a window covering the last dim (and the next) whole, global adaptive bins.
 WIDE_CASES = [
     ("max_pool1d", (2, 3, 128), {"kernel_size": 128, "stride": 1}),
+    ("avg_pool1d", (4, 7, 200), {"kernel_size": 32, "stride": 4}),  # 1204 outputs: groups past the end
     ("max_pool1d", (2, 3, 101), {"kernel_size": 32, "stride": 7, "padding": 16, "ceil_mode": True}),
     ("max_pool1d", (2, 3, 101), {"kernel_size": 33, "stride": 5, "dilation": 2, "padding": 3}),
     ("avg_pool1d", (2, 3, 101), {"kernel_size": 40, "stride": 9, "padding": 20, "ceil_mode": True}),

@@ -1,7 +1,8 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
 // pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
-// a fixed window), grid-stride; pool_fwd_warp: a warp an output, for windows of 32+ taps in a row. Index math in I: long long, or int where the plan saw every index and product
+// a fixed window), grid-stride; pool_fwd_warp: 8 to 32 lanes an output, for windows of 32+ taps in
+// a row. Index math in I: long long, or int where the plan saw every index and product
 // stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
 // multiply-high dividers made on the host (int_divider.cuh), not by divisions.
 // W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
@@ -194,8 +195,13 @@ __device__ __forceinline__ PoolSite<I> pool_locate(I idx, const PoolDims<I>& g, 
     }
     rest = q;
     if (ADAPTIVE) {
-      s.lo[j] = o * g.in[j] / g.out[j];
-      s.hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
+      if constexpr (sizeof(I) == 4) {  // by the dim's divider: P is 1, numerators below 2^31 (pool_index_bits)
+        s.lo[j] = static_cast<I>(int_divide(static_cast<unsigned>(o * g.in[j]), dividers.out[j]));
+        s.hi[j] = static_cast<I>(int_divide(static_cast<unsigned>((o + 1) * g.in[j] + g.out[j] - 1), dividers.out[j]));
+      } else {
+        s.lo[j] = o * g.in[j] / g.out[j];
+        s.hi[j] = ((o + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
+      }
     } else {
       s.start[j] = o * g.stride[j] - g.pad[j];
       if (MODE == kPoolAvg) {
@@ -304,26 +310,34 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
   }
 }
 
-// A warp an output, for windows of at least 32 taps in a row (pool_wide_window on the host), where a
-// thread an output would read 32+ taps alone, its warp's reads strided apart: the lanes split the
-// window's taps along the last dim (coalesced), then combine by butterfly. Trailing dims a window
-// covers whole with step 1 join that run, so a global pool reads each plane as one row. Same windows,
+// G lanes an output (8, 16 or 32), for windows of at least 32 taps in a row (pool_wide_window on the
+// host), where a thread an output would read 32+ taps alone, its warp's reads strided apart: the
+// group's lanes split the window's taps along the last dim (coalesced), then combine by butterfly.
+// Trailing dims a window covers whole with step 1 join that run, so a global pool reads each plane
+// as one row. A warp pools 32 / G outputs at once (G from the run's length on the host): fewer lanes
+// an output keep more outputs' loads in flight and repeat the index math for fewer. Same windows,
 // divisors and NaN rule as pool_fwd.
-template <typename T, typename I, int R, int MODE, bool ADAPTIVE>
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE, int G>
 __global__ void pool_fwd_warp(const T* __restrict__ x, T* __restrict__ y, long long outputs, PoolGeometry geometry,
                               PoolDividers dividers, int count_include_pad, long long divisor_override) {
   static_assert(R >= 1 && R <= 3, "pool_fwd_warp pools 1, 2 or 3 trailing dims");
+  static_assert(G == 8 || G == 16 || G == 32, "pool_fwd_warp takes 8, 16 or 32 lanes an output");
   constexpr int F = 3 - R;
+  constexpr int kGroups = 32 / G;  // outputs a warp at once
   const PoolDims<I> g = pool_dims<I, PoolWindowOfCall>(geometry);
   I plane_size = 1;
 #pragma unroll
   for (int j = F; j < 3; ++j) plane_size *= g.in[j];
-  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int lane = static_cast<int>(threadIdx.x) % G;
   const I warps_a_cta = static_cast<I>(blockDim.x) / 32;
-  const I step = static_cast<I>(gridDim.x) * warps_a_cta;
-  for (I idx = static_cast<I>(blockIdx.x) * warps_a_cta + static_cast<I>(threadIdx.x) / 32; idx < outputs;
-       idx += step) {  // the same idx across the warp: its shuffles see every lane
-    const PoolSite<I> s = pool_locate<I, R, MODE, ADAPTIVE, PoolWindowOfCall, 1>(idx, g, g.out[2], dividers);
+  const I step = static_cast<I>(gridDim.x) * warps_a_cta * kGroups;
+  // the loop runs alike for the warp's groups (a group past the end pools nothing): shuffles see every lane
+  for (I first = (static_cast<I>(blockIdx.x) * warps_a_cta + static_cast<I>(threadIdx.x) / 32) * kGroups;
+       first < outputs; first += step) {
+    const I idx = first + static_cast<I>(threadIdx.x % 32) / G;
+    const bool live = idx < outputs;
+    const PoolSite<I> s =
+        pool_locate<I, R, MODE, ADAPTIVE, PoolWindowOfCall, 1>(live ? idx : first, g, g.out[2], dividers);
     const T* base = x + s.plane * plane_size;
     const I in1 = g.in[1], in2 = g.in[2];
     // the run the lanes split: dim 2's taps, or (dim 2 whole) dims 1-2's, or (dims 1-2 whole) dims 0-2's
@@ -341,24 +355,25 @@ __global__ void pool_fwd_warp(const T* __restrict__ x, T* __restrict__ y, long l
         ahi = 1;
       }
     }
-    // taps of the run; t * rst stays below the window's extent (bounded by pool_index_bits)
-    const I taps = rhi > rlo ? (rhi - rlo + rst - 1) / rst : 0;
+    // taps of the run (none for a group past the end); t * rst stays below the window's extent
+    // (bounded by pool_index_bits)
+    const I taps = !live || rhi <= rlo ? 0 : rst == 1 ? rhi - rlo : (rhi - rlo + rst - 1) / rst;
     float acc = MODE == kPoolAvg ? 0.f : -__int_as_float(0x7f800000);
     for (I a = alo; a < ahi; a += ast)
       for (I b = blo; b < bhi; b += bst) {
         const T* row = base + (a * in1 + b) * in2 + rlo;
-#pragma unroll 4  // loads in flight together
-        for (I t = lane; t < taps; t += 32) {
+#pragma unroll 8  // loads in flight together
+        for (I t = lane; t < taps; t += G) {
           const float v = to_float(row[t * rst]);
           acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
         }
       }
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
+    for (int offset = G / 2; offset > 0; offset /= 2) {
       const float v = __shfl_xor_sync(0xffffffffu, acc, offset);
       acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
     }
-    if (lane != 0) continue;
+    if (lane != 0 || !live) continue;
     if constexpr (MODE == kPoolAvg) {
       const long long count = pool_avg_count<F>(s);
       y[idx] = from_float<T>(count == 0 ? 0.f  // no element of the input in the window: torch writes 0

@@ -93,7 +93,7 @@ struct PoolFamily {
     const PoolView v(call);
     const PoolGeometry g = args(call, rank).g;
     return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
-            adaptive ? PoolWindowParams{} : pool_small_window(g), pool_wide_window(g, adaptive)};
+            adaptive ? PoolWindowParams{} : pool_small_window(g), pool_lanes(g, adaptive)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
@@ -169,8 +169,7 @@ PoolWindowParams pool_small_window(const PoolGeometry& g) {
   return w;
 }
 
-bool pool_wide_window(const PoolGeometry& g, bool adaptive) {
-  constexpr int64_t kWarp = 32;
+int64_t pool_row_taps(const PoolGeometry& g, bool adaptive) {
   // a window's taps along dim d (an adaptive bin's at most), and whether every window covers dim d
   // whole with step 1
   auto taps = [&](int d) { return adaptive ? (g.in[d] + g.out[d] - 1) / g.out[d] : g.kernel[d]; };
@@ -182,7 +181,13 @@ bool pool_wide_window(const PoolGeometry& g, bool adaptive) {
     run = g.in[2] * taps(1);
     if (whole(1) && (adaptive || g.dil[0] == 1)) run = g.in[2] * g.in[1] * taps(0);
   }
-  return run >= kWarp;
+  return run;
+}
+
+int pool_lanes(const PoolGeometry& g, bool adaptive) {
+  // fewer lanes for shorter rows: more outputs a warp, each lane still reading several taps
+  const int64_t taps = pool_row_taps(g, adaptive);
+  return taps < 32 ? 0 : taps <= 64 ? 8 : taps <= 256 ? 16 : 32;
 }
 
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread) {
@@ -209,9 +214,9 @@ unsigned pool_grid(int64_t units, int items) {
 PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
   // a wide window: a warp an output, its window read from the call (one kernel for every size);
   // else a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
-  if (q.wide) return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch, {}, true};
+  if (q.lanes) return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch, {}, q.lanes};
   return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
-                  q.adaptive ? PoolWindowParams{} : q.window, false};
+                  q.adaptive ? PoolWindowParams{} : q.window, 0};
 }
 
 namespace {
@@ -233,19 +238,19 @@ std::string window_tag(const PoolWindowParams& w, int rank) {
 }  // namespace
 
 size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, wide}) ^
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes}) ^
          window_hash(window);
 }
 size_t PoolSpec::hash() const {
   return hash_words(
-             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, warp}) ^
+             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes}) ^
          window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
 std::string pool_name(const PoolSpec& s) {
   return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
-         std::to_string(s.threads) + (s.warp ? "__warp" : "") +
+         std::to_string(s.threads) + (s.lanes ? "__g" + std::to_string(s.lanes) : "") +
          (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
@@ -254,10 +259,14 @@ jit::KernelSource pool_source(const PoolSpec& s) {
               "tileops: pool_fwd has no kernel for dtype ", s.dtype);
   TORCH_CHECK(s.rank >= 1 && s.rank <= 3, "tileops: pool_fwd pools 1 to 3 dims, not ", s.rank);
   TORCH_CHECK(s.index_bits == 32 || s.index_bits == 64, "tileops: pool_fwd indexes in int or long long");
-  TORCH_CHECK(!(s.warp && s.fixed_window()), "tileops: pool_fwd_warp reads its window from the call");
-  std::string expr = std::string(s.warp ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + kernel_type_name(s.dtype) + ", " +
-                           (s.index_bits == 32 ? "int" : "long long") + ", " + std::to_string(s.rank) + ", " +
-                           std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false");
+  TORCH_CHECK(!(s.lanes && s.fixed_window()), "tileops: pool_fwd_warp reads its window from the call");
+  TORCH_CHECK(s.lanes == 0 || s.lanes == 8 || s.lanes == 16 || s.lanes == 32,
+              "tileops: pool_fwd_warp takes 8, 16 or 32 lanes an output");
+  std::string expr = std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") +
+                     kernel_type_name(s.dtype) + ", " + (s.index_bits == 32 ? "int" : "long long") + ", " +
+                     std::to_string(s.rank) + ", " + std::to_string(static_cast<int>(s.mode)) + ", " +
+                     (s.adaptive ? "true" : "false");
+  if (s.lanes) expr += ", " + std::to_string(s.lanes);
   if (s.fixed_window()) {
     expr += ", tileops::PoolWindow<";
     for (int k = 0; k < 12; ++k) expr += (k ? "," : "") + std::to_string(s.window[k]);
@@ -271,7 +280,7 @@ std::vector<jit::KernelSource> PoolSpec::sources() const { return {pool_source(*
 std::string PoolSpec::describe() const {
   return std::string("pool_fwd(") + (adaptive ? "adaptive " : "") + (mode == PoolMode::Avg ? "avg" : "max") +
          ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
-         std::to_string(index_bits) + ", threads=" + std::to_string(threads) + (warp ? ", a warp an output" : "") +
+         std::to_string(index_bits) + ", threads=" + std::to_string(threads) + (lanes ? ", " + std::to_string(lanes) + " lanes an output" : "") +
          (fixed_window() ? ", window=" + window_tag(window, rank) : "") + ")";
 }
 

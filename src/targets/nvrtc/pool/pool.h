@@ -1,8 +1,8 @@
 // The pool family on the nvrtc target (manifests/pool.yaml): AvgPool{1,2,3}dFwdOp,
 // MaxPool{1,2,3}dFwdOp, AdaptiveAvgPool2dFwdOp and AdaptiveMaxPool2dFwdOp, all served by
 // src/kernels/pool/pool_fwd.cuh: pool_fwd (a thread an output or two) or, for windows of 32+ taps in
-// a row, pool_fwd_warp (a warp an output). The spec is (dtype, spatial rank, avg or max, adaptive,
-// index type, warp, and a small window's kernel/stride/padding/dilation, which the kernel's code then
+// a row, pool_fwd_warp (8 to 32 lanes an output). The spec is (dtype, spatial rank, avg or max,
+// adaptive, index type, lanes an output, and a small window's kernel/stride/padding/dilation, which the kernel's code then
 // holds); sizes, a large window, count_include_pad and divisor_override are launch arguments.
 #pragma once
 
@@ -34,10 +34,10 @@ struct PoolProblem {
   bool adaptive;
   int index_bits = 64;  // 32 when every index and product of the call fits in int (pool_index_bits)
   PoolWindowParams window{};
-  bool wide = false;  // 32+ taps in a row (pool_wide_window)
+  int lanes = 0;  // pool_fwd_warp's lanes an output for 32+ taps in a row (pool_lanes), else 0
   bool operator==(const PoolProblem& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits && window == o.window && wide == o.wide;
+           index_bits == o.index_bits && window == o.window && lanes == o.lanes;
   }
   size_t hash() const;
 };
@@ -48,18 +48,18 @@ struct PoolSpec {
   PoolMode mode;
   bool adaptive;
   int index_bits;  // 32 or 64: the kernel's index type
-  int threads;     // a CTA's threads: one work item each (pool_units), or 32 for each with warp
+  int threads;     // a CTA's threads: one work item each (pool_units), or `lanes` for each
   std::string arch;
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
-  bool warp = false;          // pool_fwd_warp: a warp an output (never with a fixed window)
+  int lanes = 0;              // nonzero: pool_fwd_warp, this many lanes an output (never a fixed window)
   bool fixed_window() const { return window[0] != 0; }
   // neighbouring outputs along the last dim a work item (pool_outputs_a_thread in the kernel)
   int outputs_a_thread() const { return mode == PoolMode::Max && fixed_window() ? 2 : 1; }
-  int items_a_cta() const { return warp ? threads / 32 : threads; }
+  int items_a_cta() const { return lanes ? threads / lanes : threads; }
   bool operator==(const PoolSpec& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
            index_bits == o.index_bits && threads == o.threads && arch == o.arch && window == o.window &&
-           warp == o.warp;
+           lanes == o.lanes;
   }
   size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
@@ -101,10 +101,12 @@ int pool_index_bits(int64_t in_numel, int64_t out_numel, const PoolGeometry& g);
 // The window's 12 values when it is small enough to be written into a kernel's code (at most 128
 // taps, every value below 256; a kernel of its own for each such window), else all zero.
 PoolWindowParams pool_small_window(const PoolGeometry& g);
-// Whether a window has 32 or more taps in a row, the row being its last dim's taps or, where windows
-// cover the last dim (and then the next) whole with step 1, the taps of those dims together: then a
-// warp an output (pool_fwd_warp) reads them coalesced, where a thread an output reads them alone.
-bool pool_wide_window(const PoolGeometry& g, bool adaptive);
+// The taps of a window in a row: its last dim's taps or, where windows cover the last dim (and then
+// the next) whole with step 1, the taps of those dims together.
+int64_t pool_row_taps(const PoolGeometry& g, bool adaptive);
+// pool_fwd_warp's lanes an output for a row of 32 or more taps (read coalesced by the lanes, where a
+// thread an output reads them alone): 8 up to 64 taps, 16 up to 256, else 32; 0 below 32 taps.
+int pool_lanes(const PoolGeometry& g, bool adaptive);
 // The kernel's work items: the outputs, `per_thread` (1 or 2) of a row's along the last dim each.
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread);
 // Dividers by the output dims, the last one's counted in work items.
