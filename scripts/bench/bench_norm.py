@@ -310,7 +310,8 @@ def spatial_norm_rows() -> list[dict]:
     """GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp on the manifests' workloads (TileOPs' CV
     shapes, affine on and off; instance norm with the input's stats or, eval, the running stats; batch
     norm training, which moves its running stats, or eval). Bytes: x read and y
-    written, plus the weight and bias and the float32 running stats where the call passes them."""
+    written, plus the weight and bias and the float32 running stats where the call passes them. Then
+    BatchNormBwdOp's rows (batch_norm_bwd_rows)."""
     F = torch.nn.functional
     ops = torch.ops.tileops
     rows = []
@@ -364,6 +365,46 @@ def spatial_norm_rows() -> list[dict]:
                 }))
                 rows[-1]["op"] = cls
                 del xs, ys
+    rows += batch_norm_bwd_rows()
+    return rows
+
+
+def batch_norm_bwd_rows() -> list[dict]:
+    """BatchNormBwdOp on its workloads (BatchNormFwdOp's training shapes), from the batch statistics
+    the forward saves. eager: aten.native_batch_norm_backward (what autograd of F.batch_norm in training
+    calls), compile: torch.compile of the same call (inductor decomposes it). Bytes: dy and x read and
+    dx written, the float32 weight, mean and rstd read and dweight and dbias written; copy moves as many
+    bytes of dy's dtype."""
+    aten = torch.ops.aten
+    mask = [True, True, True]
+    rows = []
+    for wl in harness.manifest_workloads("norm", "BatchNormBwdOp"):
+        shape = tuple(wl["x"])
+        c, numel = shape[1], 1
+        for d in shape:
+            numel *= d
+        for d in wl["dtypes"]:
+            dtype = harness.DTYPES[d]
+            bytes_per_call = 3 * numel * dtype.itemsize + 20 * c
+            n_sets = harness.n_sets_for(bytes_per_call)
+            xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            dys = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            w = torch.randn(c, device="cuda")
+            stats = [torch.native_batch_norm(x, w, None, None, None, True, 0.1, 1e-5)[1:] for x in xs]  # mean, rstd
+            src = [torch.empty(3 * numel // 2, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            dst = [torch.empty_like(t) for t in src]
+            compiled = harness.compiled(lambda dy, x, w, mean, rstd: aten.native_batch_norm_backward(
+                dy, x, w, None, None, mean, rstd, True, 1e-5, [True, True, True]))
+            rows.append(harness.measure("batch-norm-bwd " + wl["name"], "x".join(map(str, shape)), dtype,
+                                        bytes_per_call, n_sets, {
+                "ours": lambda i, w=w: (lambda: torch.ops.tileops.norm_batch_norm_bwd(dys[i], xs[i], w, *stats[i])),
+                "eager": lambda i, w=w: (lambda: aten.native_batch_norm_backward(
+                    dys[i], xs[i], w, None, None, *stats[i], True, 1e-5, mask)),
+                "compile": lambda i, w=w, compiled=compiled: (lambda: compiled(dys[i], xs[i], w, *stats[i])),
+                "copy": lambda i: (lambda: dst[i].copy_(src[i])),
+            }))
+            rows[-1]["op"] = "BatchNormBwdOp"
+            del xs, dys, src, dst
     return rows
 
 
@@ -390,14 +431,15 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only 2048x4096 fp16")
     ap.add_argument("--bwd-only", action="store_true", help="only RMSNormBwdOp and LayerNormBwdOp")
-    ap.add_argument("--spatial-only", action="store_true", help="only GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp")
+    ap.add_argument("--spatial-only", action="store_true",
+                    help="only GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp")
     args = ap.parse_args()
     tileops.load()
     if args.spatial_only:
         spatial = spatial_norm_rows()
         harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
                                        "torch": torch.__version__, "kernels": spatial})
-        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp", spatial)
+        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp", spatial)
         return
     if args.bwd_only:
         bwd = backward_rows()
@@ -424,7 +466,7 @@ def main():
     if bwd:
         harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
     if spatial:
-        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp and BatchNormFwdOp", spatial)
+        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp", spatial)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")

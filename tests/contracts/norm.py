@@ -82,6 +82,12 @@ def _layer_norm_bwd(device):
     return LayerNormBwdOp((256,)), _inputs(device, (8, 256), (8, 256), (256,))
 
 
+def _batch_norm_bwd(device):
+    from tileops.norm import BatchNormBwdOp
+    stats = tuple(torch.rand(16, device=device) + 0.5 for _ in range(3))  # float32 weight, mean, rstd
+    return BatchNormBwdOp(), _inputs(device, (2, 16, 8, 8), (2, 16, 8, 8)) + stats
+
+
 CONTRACT = {
     "LayerNormFwdOp": _layer_norm,
     "GroupNormFwdOp": _group_norm,
@@ -97,4 +103,5 @@ CONTRACT = {
     "FusedAddRMSNormDynamicQuantFwdOp": _fused_add_rms_norm_dynamic_quant,
     "RMSNormBwdOp": _rms_norm_bwd,
     "LayerNormBwdOp": _layer_norm_bwd,
+    "BatchNormBwdOp": _batch_norm_bwd,
 }

@@ -12,50 +12,16 @@ import torch
 
 from support import host_kernel
 
-DRIVER = r"""
-#include <barrier>
-#include <cmath>
-#include <thread>
-#include <vector>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-#define __shared__ static  // one CTA runs at a time: a function's statics are its shared memory
-#define __launch_bounds__(n)
-struct Dim { unsigned x; };
-static Dim blockIdx{0};
-static thread_local Dim threadIdx{0};
-static std::barrier<>* cta_barrier = nullptr;
-static float lanes[1024];
-inline void __syncthreads() { cta_barrier->arrive_and_wait(); }
-// Every thread of the CTA shuffles together in this kernel: a CTA-wide exchange stands for the warp's.
-inline float __shfl_xor_sync(unsigned, float v, int offset) {
-  lanes[threadIdx.x] = v;
-  __syncthreads();
-  const float r = lanes[threadIdx.x ^ offset];
-  __syncthreads();
-  return r;
-}
-inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
+DRIVER = host_kernel.CTA_THREADS + r"""
 #include "norm/batch_norm_fwd.cuh"
 using namespace tileops;
 
 template <int VEC, int CPB, int TPB, int CACHE, bool U, bool W, bool B>
 void grid(const float* x, const float* w, const float* b, float* rm, float* rv, float* y, long long n, long long c,
           long long hv, float momentum, float eps) {
-  for (long long g = 0; g < (c + CPB - 1) / CPB; ++g) {
-    blockIdx.x = static_cast<unsigned>(g);
-    std::barrier<> bar(TPB);
-    cta_barrier = &bar;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < TPB; ++t)
-      threads.emplace_back([=] {
-        threadIdx.x = static_cast<unsigned>(t);
-        batch_norm_fwd_channel<float, VEC, CPB, TPB, CACHE, U, W, B>(x, w, b, rm, rv, y, n, c, hv, momentum, eps);
-      });
-    for (auto& t : threads) t.join();
-  }
+  run<TPB>((c + CPB - 1) / CPB, [=] {
+    batch_norm_fwd_channel<float, VEC, CPB, TPB, CACHE, U, W, B>(x, w, b, rm, rv, y, n, c, hv, momentum, eps);
+  });
 }
 
 template <int VEC, int CPB, int TPB, int CACHE>

@@ -28,6 +28,51 @@ template <int TPR, typename S, typename F> S group_reduce(S v, S* scratch, F com
 }
 """
 
+# CUDA words for a kernel whose CTA runs as real threads, one CTA after another: barriers, float warp
+# shuffles (a CTA-wide exchange, so every thread of the CTA must shuffle together), and
+# run<TPB>(ctas, body). A driver adds its own #include of the kernel header after it.
+CTA_THREADS = r"""
+#include <barrier>
+#include <cmath>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static  // one CTA runs at a time: a function's statics are its shared memory
+#define __launch_bounds__(n)
+struct Dim { unsigned x; };
+static Dim blockIdx{0};
+static thread_local Dim threadIdx{0};
+static std::barrier<>* cta_barrier = nullptr;
+static float lanes[1024];
+inline void __syncthreads() { cta_barrier->arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned, float v, int offset) {
+  lanes[threadIdx.x] = v;
+  __syncthreads();
+  const float r = lanes[threadIdx.x ^ offset];
+  __syncthreads();
+  return r;
+}
+inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
+template <int TPB, class F>
+void run(long long ctas, F body) {
+  for (long long g = 0; g < ctas; ++g) {
+    blockIdx.x = static_cast<unsigned>(g);
+    std::barrier<> bar(TPB);
+    cta_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < TPB; ++t)
+      threads.emplace_back([=] {
+        threadIdx.x = static_cast<unsigned>(t);
+        body();
+      });
+    for (auto& t : threads) t.join();
+  }
+}
+"""
+
 
 def build(tmp_path_factory, name: str, driver: str, shims: dict, std: str = "c++17", flags=()) -> ctypes.CDLL:
     """driver.cpp compiled with `shims` ({"common/dtypes.cuh": text, ...}) found before src/kernels'

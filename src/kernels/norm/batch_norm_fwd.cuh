@@ -58,6 +58,19 @@ __device__ __forceinline__ float channel_sum(float v, float* scratch) {
   return v;
 }
 
+// Thread threadIdx.x's place in a CTA of CPB channels (channel lane threadIdx.x % CPB, the channel's
+// vectors from threadIdx.x / CPB by TPB / CPB), and the CTA's scratch for two channel_sums.
+template <int TPB, int CPB>
+struct ChannelLane {
+  static_assert(TPB % 32 == 0 && CPB >= 1 && CPB <= 32 && 32 % CPB == 0, "whole warps, CPB a power of two");
+  static constexpr int kThreads = TPB / CPB;  // a channel's
+  using Scratch = float[2][TPB / 32 * CPB];
+  long long c, first;
+  bool active;  // a missing channel's threads still join the sums
+  __device__ __forceinline__ ChannelLane(long long group, long long channels)
+      : c(group * CPB + threadIdx.x % CPB), first(threadIdx.x / CPB), active(c < channels) {}
+};
+
 }  // namespace batch_norm_detail
 
 // grid: ceil(C / CPB) CTAs of TPB threads. Thread t serves channel lane t % CPB and the channel's vectors
@@ -71,13 +84,13 @@ batch_norm_fwd_channel(const T* __restrict__ x, const T* __restrict__ w, const T
                        long long samples, long long channels, long long hv, float momentum, float eps) {
   using namespace group_norm_detail;
   using V = Vec<T, VEC>;
-  constexpr int TPC = TPB / CPB;  // threads a channel
-  static_assert(TPB % 32 == 0 && CPB >= 1 && CPB <= 32 && 32 % CPB == 0, "whole warps, CPB a power of two");
+  using Lane = batch_norm_detail::ChannelLane<TPB, CPB>;
+  constexpr int TPC = Lane::kThreads;
   static_assert(CPB == 1 || VEC == 1, "several channels a CTA only for 2-d x");
-  __shared__ float scratch[2][TPB / 32 * CPB];  // the two sums' partials: no barrier between them
-  const long long c = static_cast<long long>(blockIdx.x) * CPB + threadIdx.x % CPB;
-  const long long first = threadIdx.x / CPB;
-  const bool active = c < channels;  // a missing channel's threads still join the sums
+  __shared__ typename Lane::Scratch scratch;  // the two sums' partials: no barrier between them
+  const Lane lane(blockIdx.x, channels);
+  const long long c = lane.c, first = lane.first;
+  const bool active = lane.active;
   const long long lv = samples * hv;  // the channel's vectors
   const V* xv = reinterpret_cast<const V*>(x);
   V* yv = reinterpret_cast<V*>(y);
