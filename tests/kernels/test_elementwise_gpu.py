@@ -5,7 +5,7 @@ expanded, outer broadcast, bias rows), the in-place and out= branches, and index
 import pytest
 import torch
 
-from support.elementwise_cases import CASES, sample, values
+from support.elementwise_cases import CASES, modulo_pairs, sample, values
 
 pytestmark = pytest.mark.gpu
 
@@ -151,6 +151,26 @@ def test_div_rounding_modes_cuda(mode, dtype):
         close(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
     a, b = values((64, 33), dtype).cuda(), _divisors((64, 33), dtype).cuda().t().contiguous().t()  # strided divisor
     close(torch.ops.tileops.elementwise_div_fwd(a, b, rounding_mode=mode), torch.div(a, b, rounding_mode=mode))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_float_modulo_bit_for_bit_with_torch_cuda(dtype):
+    """Both computed in float32 and rounded once, as torch's CUDA kernels do, except float16
+    floor_divide, which torch rounds otherwise (e.g. 26704 // -0.98095703125: the float32 quotient
+    -27223 rounds to -27216, torch gives -27232): there the float32 result rounded once is the reference
+    (and test_matches_torch_cuda holds it to torch within float16's tolerance)."""
+    a, b = (t.to(dtype).cuda() for t in modulo_pairs())
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    for ours, ref in ((torch.ops.tileops.elementwise_remainder_fwd, torch.remainder),
+                      (torch.ops.tileops.elementwise_floor_divide_fwd, torch.floor_divide)):
+        y = ours(a, b)
+        if dtype == torch.float16 and ref is torch.floor_divide:
+            want = ref(a.float(), b.float()).half()
+        else:
+            want = ref(a, b)
+        same = (y.view(bits) == want.view(bits)) | (y.isnan() & want.isnan())
+        bad = (~same).nonzero().flatten()[:5].tolist()
+        assert not bad, (ref.__name__, [(a[i].item(), b[i].item(), y[i].item(), want[i].item()) for i in bad])
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.int64])

@@ -133,3 +133,34 @@ def sample(case, dtype, device="cpu", shapes=None, seed=0):
         d = dts[0] if len(dts) == 1 else dtype
         args.append(values(shape, d, seed + k).to(device))
     return args
+
+
+def _special_values():
+    f = torch.finfo(torch.float32)
+    v = [0.0, -0.0, 1.0, -1.0, 3.0, -7.5, 0.1, 1e-3, 1e30, -1e30, f.max, -f.max, f.tiny, f.tiny * 0.5, -f.tiny * 0.25,
+         float("inf"), float("-inf"), float("nan"), 8388608.0, 8388607.0, 16777216.0, 2.0 ** 100]
+    return torch.tensor(v, dtype=torch.float32)
+
+
+def modulo_pairs():
+    """float32 (dividend, divisor) pairs for fmod, remainder and floor_divide: every bfloat16 dividend
+    against 24 bfloat16 divisors, random pairs, quotients just below an integer that a / b rounds
+    onto it, and every pair of special values."""
+    g = torch.Generator().manual_seed(7)
+    # every bfloat16 bit pattern as the dividend, each against 24 divisors spread over bfloat16's range
+    every = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+    div = torch.tensor([1.0, -1.0, 3.0, -0.375, 0.1, 7.0e-3, 1.5e5, -2.5e-30, 6.0e37, 1.2e-38, 9.2e-41, 1.0e10,
+                        0.0, -0.0, float("inf"), float("nan"), 255.0, -128.0, 1.0e-20, 3.1e20, 2.0, -5.0, 0.5,
+                        1.0e-6]).to(torch.bfloat16).float()
+    a1 = every.repeat(len(div))
+    b1 = div.repeat_interleave(len(every))
+    # random float32 pairs, magnitudes 2^-30 .. 2^30 each
+    a2 = torch.randn(200000, generator=g) * torch.exp2(torch.randint(-30, 30, (200000,), generator=g).float())
+    b2 = torch.randn(200000, generator=g) * torch.exp2(torch.randint(-30, 30, (200000,), generator=g).float())
+    # a just below a multiple of b: a / b rounds up onto the integer (the one-step correction)
+    k = torch.randint(1, 1 << 22, (100000,), generator=g).float()
+    b3 = torch.rand(100000, generator=g) * 10 + 0.01
+    a3 = torch.nextafter(k * b3, torch.zeros_like(b3)) * torch.where(torch.rand(100000, generator=g) < 0.5, -1.0, 1.0)
+    s = _special_values()
+    a4, b4 = s.repeat_interleave(len(s)), s.repeat(len(s))
+    return torch.cat([a1, a2, a3, a4]), torch.cat([b1, b2, b3, b4])

@@ -67,7 +67,26 @@ __device__ __forceinline__ float pow(float a, float b) { return ::powf(a, b); }
 __device__ __forceinline__ float atan2(float a, float b) { return ::atan2f(a, b); }
 __device__ __forceinline__ float hypot(float a, float b) { return ::hypotf(a, b); }
 __device__ __forceinline__ float copysign(float a, float b) { return ::copysignf(a, b); }
-__device__ __forceinline__ float fmod(float a, float b) { return ::fmodf(a, b); }
+// fmodf bit for bit, without libdevice's loop when |a / b| < 2^23: q = trunc(a / b) is the true
+// truncated quotient or one more (a / b rounded onto the next integer); a - q * b is then exact in one
+// fma, and adding b with a's sign brings a remainder of the wrong sign back, exactly. fmod_split also
+// gives that true quotient (valid when `fast`).
+struct FmodSplit {
+  float mod, quotient;
+  bool fast;
+};
+__device__ __noinline__ float fmod_slow(float a, float b) { return ::fmodf(a, b); }
+__device__ __forceinline__ FmodSplit fmod_split(float a, float b) {
+  float q = ::truncf(a / b);
+  if (!(::fabsf(q) < 8388608.f) || ::fabsf(b) == __int_as_float(0x7f800000)) return {fmod_slow(a, b), 0.f, false};
+  float r = ::fmaf(-q, b, a);
+  if (r != 0.f && ((r < 0.f) != (a < 0.f))) {
+    r += ::copysignf(b, a);
+    q -= ((a < 0.f) != (b < 0.f)) ? -1.f : 1.f;
+  }
+  return {r == 0.f ? ::copysignf(0.f, a) : r, q, true};
+}
+__device__ __forceinline__ float fmod(float a, float b) { return fmod_split(a, b).mod; }
 __device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
 __device__ __forceinline__ float frac(float x) { return x - ::truncf(x); }
@@ -128,7 +147,7 @@ template <class T> __device__ __forceinline__ T quotient(T a, T b) {
 __device__ __forceinline__ float quotient(float a, float b) { return a / b; }
 // Python's modulo: the result takes the divisor's sign (torch.remainder).
 __device__ __forceinline__ float remainder(float a, float b) {
-  float r = ::fmodf(a, b);
+  float r = fmod(a, b);
   if (r != 0.f && ((r < 0.f) != (b < 0.f))) r += b;
   return r;
 }
@@ -138,12 +157,17 @@ template <class T> __device__ __forceinline__ T remainder(T a, T b) {
   return r;
 }
 // torch.floor_divide on floats: floor of the true quotient, computed as torch does (c10's
-// div_floor_floating) so that results next to an integer agree bit for bit.
+// div_floor_floating) so that results next to an integer agree bit for bit. Below 2^22 its
+// (a - mod) / b lies within 0.5 of the true truncated quotient, which it then rounds to: that
+// quotient, less one where mod and b differ in sign, without the second division.
 __device__ __forceinline__ float floor_divide(float a, float b) {
   if (b == 0.f) return a / b;
-  const float mod = ::fmodf(a, b);
+  const FmodSplit f = fmod_split(a, b);
+  const float mod = f.mod;
+  const bool down = mod != 0.f && ((b < 0.f) != (mod < 0.f));
+  if (f.fast && ::fabsf(f.quotient) < 4194304.f) return down ? f.quotient - 1.f : f.quotient;  // a zero keeps a / b's sign
   float div = (a - mod) / b;
-  if (mod != 0.f && ((b < 0.f) != (mod < 0.f))) div -= 1.f;
+  if (down) div -= 1.f;
   if (div == 0.f) return ::copysignf(0.f, a / b);
   float fl = ::floorf(div);
   if (div - fl > 0.5f) fl += 1.f;

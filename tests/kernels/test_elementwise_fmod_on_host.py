@@ -1,0 +1,80 @@
+"""src/kernels/elementwise/elementwise.cuh's fmod, remainder and floor_divide for floats compiled as
+host C++ and compared bit for bit with C's fmod and torch.remainder / torch.floor_divide on CPU, on
+support.elementwise_cases.modulo_pairs (quotients that take the one-fma path and those past 2^23 that
+take fmodf, quotients that round onto the next integer, zeros, infinities, NaNs, subnormals). The same
+pairs on the GPU: test_elementwise_gpu.py. Needs a host C++ compiler (skipped without one)."""
+import ctypes
+import math
+
+import pytest
+import torch
+
+from support import host_kernel
+from support.elementwise_cases import modulo_pairs
+
+DRIVER = r"""
+#include <cmath>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static
+#define __launch_bounds__(n)
+#define __align__(n) __attribute__((aligned(n)))
+struct Dim { unsigned x, y; };
+static Dim blockIdx, blockDim, gridDim, threadIdx;  // named by the kernels, which this test does not run
+inline void __syncthreads() {}
+inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
+#define __noinline__ __attribute__((noinline))
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+float erfinvf(float);  // named by functions this test does not call
+#include "elementwise/elementwise.cuh"
+using namespace tileops::ew;
+extern "C" void run(int which, const float* a, const float* b, float* out, long long n) {
+  for (long long i = 0; i < n; ++i)
+    out[i] = which == 0 ? fmod(a[i], b[i]) : which == 1 ? remainder(a[i], b[i]) : floor_divide(a[i], b[i]);
+}
+"""
+DTYPES = """#pragma once
+namespace tileops {
+struct f16 { unsigned short bits; };
+struct bf16 { unsigned short bits; };
+float to_float(f16);
+float to_float(bf16);
+template <typename T> T from_float(float f);
+}
+"""
+OPS = {0: "fmod", 1: "remainder", 2: "floor_divide"}
+
+
+def exact_fmod(a, b):
+    """C's fmod on the float32 values as doubles: exact, as CUDA's fmodf (torch's vectorised CPU fmod
+    gives NaN once a / b overflows float32)."""
+    def one(x, y):
+        return float("nan") if math.isnan(x) or math.isnan(y) or math.isinf(x) or y == 0 else math.fmod(x, y)
+    return torch.tensor([one(x, y) for x, y in zip(a.tolist(), b.tolist())], dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    lib = host_kernel.build(tmp_path_factory, "fmod_host", DRIVER, {"common/dtypes.cuh": DTYPES},
+                            flags=("-ffp-contract=off",))
+    lib.run.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
+    return lib
+
+
+@pytest.mark.parametrize("which", sorted(OPS), ids=OPS.values())
+def test_float_modulo_matches_torch_bit_for_bit(kernel, which):
+    a, b = modulo_pairs()
+    if which > 0:  # torch's CPU remainder and floor_divide where its fmod is exact: a / b finite
+        keep = (a / b).isfinite() | a.isnan() | b.isnan() | (b == 0)
+        a, b = a[keep], b[keep]
+    a, b = a.contiguous(), b.contiguous()
+    out = torch.empty_like(a)
+    kernel.run(which, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel())
+    want = exact_fmod(a, b) if which == 0 else getattr(torch, OPS[which])(a, b)
+    same = (out.view(torch.int32) == want.view(torch.int32)) | (out.isnan() & want.isnan())
+    bad = (~same).nonzero().flatten()[:5].tolist()
+    assert not bad, [(a[i].item(), b[i].item(), out[i].item(), want[i].item()) for i in bad]
