@@ -2,7 +2,7 @@
 // access width; sigmoid from each of its 9 x dtypes; QuickGELU and the gated ops with another
 // layout or scalars) compiles with NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed), and the
 // access width follows the pointers' alignment, the gated row width and, for integer x, both
-// element sizes.
+// element sizes; small launches spread over the SMs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -183,6 +183,18 @@ TEST(ActivationPlan, GatedAccessWidthDividesTheRow) {
   EXPECT_EQ(activation_vec(c10::kBFloat16, 12, {at_offset(4096), at_offset(8192)}), 4);
   EXPECT_EQ(activation_vec(c10::kBFloat16, 7, {at_offset(4096), at_offset(8192)}), 1);  // odd d
   EXPECT_EQ(activation_vec(c10::kFloat, 6, {at_offset(4096), at_offset(8192)}), 2);
+}
+
+TEST(ActivationPlan, SmallLaunchesSpreadOverTheSms) {
+  using tileops::nvrtc::activation_grid;
+  constexpr long long kNoCap = 1LL << 40;
+  // 1 x 28672 bf16 gated (decode): 1792 16-byte outputs, two CTAs of four trips -> 7 CTAs of one.
+  EXPECT_EQ(activation_grid(1792, 132, kNoCap), 7);
+  EXPECT_EQ(activation_grid(200 * 256, 132, kNoCap), 132);  // 50 CTAs of four -> the SMs, two a thread
+  EXPECT_EQ(activation_grid(1000 * 1024, 132, kNoCap), 1000);  // enough work: four a thread, as before
+  EXPECT_EQ(activation_grid(1000 * 1024, 132, 264), 264);      // the tuning cap still holds
+  EXPECT_EQ(activation_grid(1, 132, kNoCap), 1);
+  EXPECT_EQ(activation_grid(0, 132, kNoCap), 1);
 }
 
 TEST(ActivationPlan, NamesAreReadableAndDistinct) {

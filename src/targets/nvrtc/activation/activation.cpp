@@ -58,8 +58,8 @@ Scalars swiglu_oai_scalars(const OpCall& call) {
 class ActivationKernel final : public Kernel {
  public:
   // cap: most CTAs a launch (tuning: act_ctas_per_sm per SM; by default none).
-  ActivationKernel(LoadedKernel k, ActivationSpec p, long long cap, ScalarReader scalars)
-      : k_(std::move(k)), p_(p), cap_(cap), scalars_(scalars) {}
+  ActivationKernel(LoadedKernel k, ActivationSpec p, int sms, long long cap, ScalarReader scalars)
+      : k_(std::move(k)), p_(p), sms_(sms), cap_(cap), scalars_(scalars) {}
   void launch(const OpCall& call) const override {
     const ActivationView v(call);
     const at::Tensor& x = v.x();
@@ -67,8 +67,7 @@ class ActivationKernel final : public Kernel {
     void* yp = v.y().mutable_data_ptr();
     long long n = x.numel(), d = p_.gated ? x.size(-1) / 2 : 0, rows = p_.gated ? n / x.size(-1) : 0;
     const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
-    const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
-    const long long grid = std::clamp<long long>((vecs + per_cta - 1) / per_cta, 1, cap_);
+    const long long grid = activation_grid(vecs, sms_, cap_);
     Scalars ab = scalars_(call);
     void* unary_args[] = {&xp, &yp, &n};
     void* gated_args[] = {&xp, &yp, &rows, &d, &ab[0], &ab[1]};  // the scalars only for gated_layout_fwd
@@ -78,6 +77,7 @@ class ActivationKernel final : public Kernel {
  private:
   LoadedKernel k_;
   ActivationSpec p_;
+  int sms_;
   long long cap_;
   ScalarReader scalars_;
 };
@@ -108,7 +108,7 @@ struct ActivationFamily {
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     const int per_sm = tuning().act_ctas_per_sm;
-    return std::make_shared<ActivationKernel>(std::move(k[0]), s,
+    return std::make_shared<ActivationKernel>(std::move(k[0]), s, dev.sm_count,
                                               per_sm > 0 ? static_cast<long long>(per_sm) * dev.sm_count : 0x7fffffffLL,
                                               scalars);
   }
@@ -136,6 +136,13 @@ KernelBuilder swiglu_oai_and_mul_fwd_builder() {
 }
 
 }  // namespace
+
+long long activation_grid(long long vecs, int sms, long long cap) {
+  const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
+  const long long trips = (vecs + per_cta - 1) / per_cta;
+  const long long spread = std::min<long long>((vecs + kActivationThreads - 1) / kActivationThreads, sms);
+  return std::clamp<long long>(std::max(trips, spread), 1, cap);
+}
 
 int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list<const void*> ptrs) {
   const int elem = static_cast<int>(c10::elementSize(dtype));

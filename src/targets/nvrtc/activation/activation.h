@@ -63,6 +63,9 @@ constexpr int kActivationThreads = 256;
 constexpr int kActivationUnroll = 4;
 // One trip of kActivationUnroll accesses a thread, as many CTAs as that takes (no grid cap): the
 // capped, striding grid ran slower (docs/PERF.md, "Activations"). Tuning: act_ctas_per_sm.
+// When that grid would leave SMs idle (a decode row), one access a thread instead, on up to `sms`
+// CTAs: the loads spread over more SMs rather than queue four deep on a few.
+long long activation_grid(long long vecs, int sms, long long cap);
 
 // Widest power-of-two access (in elements, <= 16 bytes) that every pointer's alignment and
 // `divisor` (the gated row width d; 0 = no constraint) allow.
