@@ -159,19 +159,22 @@ template <class T> __device__ __forceinline__ T remainder(T a, T b) {
 // torch.floor_divide on floats: floor of the true quotient, computed as torch does (c10's
 // div_floor_floating) so that results next to an integer agree bit for bit. Below 2^22 its
 // (a - mod) / b lies within 0.5 of the true truncated quotient, which it then rounds to: that
-// quotient, less one where mod and b differ in sign, without the second division.
-__device__ __forceinline__ float floor_divide(float a, float b) {
+// quotient, less one where mod and b differ in sign, without the second division. The rest (and a
+// zero b) out of line, so that the vector loop holds only the common path.
+__device__ __noinline__ float floor_divide_slow(float a, float b, float mod) {
   if (b == 0.f) return a / b;
-  const FmodSplit f = fmod_split(a, b);
-  const float mod = f.mod;
-  const bool down = mod != 0.f && ((b < 0.f) != (mod < 0.f));
-  if (f.fast && ::fabsf(f.quotient) < 4194304.f) return down ? f.quotient - 1.f : f.quotient;  // a zero keeps a / b's sign
   float div = (a - mod) / b;
-  if (down) div -= 1.f;
+  if (mod != 0.f && ((b < 0.f) != (mod < 0.f))) div -= 1.f;
   if (div == 0.f) return ::copysignf(0.f, a / b);
   float fl = ::floorf(div);
   if (div - fl > 0.5f) fl += 1.f;
   return fl;
+}
+__device__ __forceinline__ float floor_divide(float a, float b) {
+  const FmodSplit f = fmod_split(a, b);
+  if (!f.fast || !(::fabsf(f.quotient) < 4194304.f)) return floor_divide_slow(a, b, f.mod);
+  const bool down = f.mod != 0.f && ((b < 0.f) != (f.mod < 0.f));
+  return down ? f.quotient - 1.f : f.quotient;  // a zero keeps a / b's sign
 }
 // Integers: division by zero gives 0 and min / -1 wraps, as in quotient().
 template <class T> __device__ __forceinline__ T floor_divide(T a, T b) {
