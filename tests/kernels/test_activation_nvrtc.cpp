@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
@@ -186,15 +187,19 @@ TEST(ActivationPlan, GatedAccessWidthDividesTheRow) {
 }
 
 TEST(ActivationPlan, SmallLaunchesSpreadOverTheSms) {
-  using tileops::nvrtc::activation_grid;
-  constexpr long long kNoCap = 1LL << 40;
-  // 1 x 28672 bf16 gated (decode): 1792 16-byte outputs, two CTAs of four trips -> 7 CTAs of one.
-  EXPECT_EQ(activation_grid(1792, 132, kNoCap), 7);
-  EXPECT_EQ(activation_grid(200 * 256, 132, kNoCap), 132);  // 50 CTAs of four -> the SMs, two a thread
-  EXPECT_EQ(activation_grid(1000 * 1024, 132, kNoCap), 1000);  // enough work: four a thread, as before
-  EXPECT_EQ(activation_grid(1000 * 1024, 132, 264), 264);      // the tuning cap still holds
-  EXPECT_EQ(activation_grid(1, 132, kNoCap), 1);
-  EXPECT_EQ(activation_grid(0, 132, kNoCap), 1);
+  using tileops::nvrtc::activation_launch;
+  auto launch = [](long long vecs, long long cap = 1LL << 40) {
+    const auto at = activation_launch(vecs, 132, cap);
+    return std::make_pair(at.grid, at.threads);
+  };
+  // 1 x 28672 bf16 gated (decode): 1792 16-byte outputs, two CTAs of four trips -> 14 of one.
+  EXPECT_EQ(launch(1792), std::make_pair(14LL, 128));
+  EXPECT_EQ(launch(200 * 256), std::make_pair(132LL, 128));     // 50 CTAs of four -> the SMs, small CTAs
+  EXPECT_EQ(launch(132 * 1024), std::make_pair(132LL, 256));    // a CTA an SM of four a thread: as before
+  EXPECT_EQ(launch(1000 * 1024), std::make_pair(1000LL, 256));
+  EXPECT_EQ(launch(1000 * 1024, 264), std::make_pair(264LL, 256));  // the tuning cap still holds
+  EXPECT_EQ(launch(1), std::make_pair(1LL, 128));
+  EXPECT_EQ(launch(0), std::make_pair(1LL, 128));
 }
 
 TEST(ActivationPlan, NamesAreReadableAndDistinct) {

@@ -67,11 +67,11 @@ class ActivationKernel final : public Kernel {
     void* yp = v.y().mutable_data_ptr();
     long long n = x.numel(), d = p_.gated ? x.size(-1) / 2 : 0, rows = p_.gated ? n / x.size(-1) : 0;
     const long long vecs = (p_.gated ? rows * d : n) / p_.vec;
-    const long long grid = activation_grid(vecs, sms_, cap_);
+    const ActivationLaunch at = activation_launch(vecs, sms_, cap_);
     Scalars ab = scalars_(call);
     void* unary_args[] = {&xp, &yp, &n};
     void* gated_args[] = {&xp, &yp, &rows, &d, &ab[0], &ab[1]};  // the scalars only for gated_layout_fwd
-    nvrtc::launch(k_, static_cast<unsigned>(grid), kActivationThreads, 0, p_.gated ? gated_args : unary_args);
+    nvrtc::launch(k_, static_cast<unsigned>(at.grid), at.threads, 0, p_.gated ? gated_args : unary_args);
   }
 
  private:
@@ -137,11 +137,12 @@ KernelBuilder swiglu_oai_and_mul_fwd_builder() {
 
 }  // namespace
 
-long long activation_grid(long long vecs, int sms, long long cap) {
+ActivationLaunch activation_launch(long long vecs, int sms, long long cap) {
   const long long per_cta = static_cast<long long>(kActivationThreads) * kActivationUnroll;
   const long long trips = (vecs + per_cta - 1) / per_cta;
-  const long long spread = std::min<long long>((vecs + kActivationThreads - 1) / kActivationThreads, sms);
-  return std::clamp<long long>(std::max(trips, spread), 1, cap);
+  if (trips >= sms) return {std::clamp<long long>(trips, 1, cap), kActivationThreads};
+  const long long spread = std::min<long long>((vecs + kActivationSmallThreads - 1) / kActivationSmallThreads, sms);
+  return {std::clamp<long long>(spread, 1, cap), kActivationSmallThreads};
 }
 
 int activation_vec(c10::ScalarType dtype, int64_t divisor, std::initializer_list<const void*> ptrs) {

@@ -63,9 +63,15 @@ constexpr int kActivationThreads = 256;
 constexpr int kActivationUnroll = 4;
 // One trip of kActivationUnroll accesses a thread, as many CTAs as that takes (no grid cap): the
 // capped, striding grid ran slower (docs/PERF.md, "Activations"). Tuning: act_ctas_per_sm.
-// When that grid would leave SMs idle (a decode row), one access a thread instead, on up to `sms`
-// CTAs: the loads spread over more SMs rather than queue four deep on a few.
-long long activation_grid(long long vecs, int sms, long long cap);
+// When that grid would leave SMs idle (a decode row), CTAs of kActivationSmallThreads instead, one
+// access a thread, on up to `sms` of them: the loads spread over more SMs rather than queue four
+// deep on a few.
+constexpr int kActivationSmallThreads = 128;
+struct ActivationLaunch {
+  long long grid;
+  int threads;
+};
+ActivationLaunch activation_launch(long long vecs, int sms, long long cap);
 
 // Widest power-of-two access (in elements, <= 16 bytes) that every pointer's alignment and
 // `divisor` (the gated row width d; 0 = no constraint) allow.
