@@ -430,23 +430,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="only 2048x4096 fp16")
-    ap.add_argument("--bwd-only", action="store_true", help="only RMSNormBwdOp and LayerNormBwdOp")
-    ap.add_argument("--spatial-only", action="store_true",
-                    help="only GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp")
+    subsets = {  # --<name>-only: (rows, title)
+        "bwd": (backward_rows, "RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)"),
+        "spatial": (spatial_norm_rows, "GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp"),
+        "serving": (serving_rows, "Serving forms: float32 weights, Gemma (1 + w), fused in place"),
+    }
+    for name, (_, title) in subsets.items():
+        ap.add_argument(f"--{name}-only", action="store_true", help=f"only {title}")
     args = ap.parse_args()
     tileops.load()
-    if args.spatial_only:
-        spatial = spatial_norm_rows()
-        harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
-                                       "torch": torch.__version__, "kernels": spatial})
-        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp", spatial)
-        return
-    if args.bwd_only:
-        bwd = backward_rows()
-        harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
-                                       "torch": torch.__version__, "kernels": bwd})
-        harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
-        return
+    for name, (make_rows, title) in subsets.items():
+        if getattr(args, f"{name}_only"):
+            subset = make_rows()
+            harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name,
+                                           "torch": torch.__version__, "kernels": subset})
+            harness.print_table(title, subset)
+            return
     rows = rms_norm_rows(args.quick)
     other = [] if args.quick else fused_and_layer_norm_rows()
     serving = [] if args.quick else serving_rows()
@@ -460,13 +459,13 @@ def main():
     if other:
         harness.print_table("FusedAddRMSNormFwdOp (in place) and LayerNormFwdOp", other)
     if serving:
-        harness.print_table("Serving forms: float32 weights, Gemma (1 + w), fused in place", serving)
+        harness.print_table(subsets["serving"][1], serving)
     if quant:
         harness.print_table("Quantised output: float8_e4m3fn, static and per-row scales, fused in place", quant)
     if bwd:
-        harness.print_table("RMSNormBwdOp and LayerNormBwdOp (dx, dweight, dbias)", bwd)
+        harness.print_table(subsets["bwd"][1], bwd)
     if spatial:
-        harness.print_table("GroupNormFwdOp, InstanceNormFwdOp, BatchNormFwdOp and BatchNormBwdOp", spatial)
+        harness.print_table(subsets["spatial"][1], spatial)
     print("\nhost µs per eager call (1x64 fp16, median of 7x3000 calls):")
     for k, v in host.items():
         print(f"  {k:<36}{v:>7.2f} µs  ({v / host['torch.add']:.2f}x torch.add)")
