@@ -67,6 +67,14 @@ __device__ __forceinline__ float pow(float a, float b) { return ::powf(a, b); }
 __device__ __forceinline__ float atan2(float a, float b) { return ::atan2f(a, b); }
 __device__ __forceinline__ float hypot(float a, float b) { return ::hypotf(a, b); }
 __device__ __forceinline__ float copysign(float a, float b) { return ::copysignf(a, b); }
+__device__ __forceinline__ bool isnan(float x) { return x != x; }
+__device__ __forceinline__ bool isinf(float x) { return ::fabsf(x) == __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool isfinite(float x) { return ::fabsf(x) < __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool signbit(float x) { return (__float_as_uint(x) >> 31) != 0; }
+template <class T> __device__ __forceinline__ bool isnan(T) { return false; }
+template <class T> __device__ __forceinline__ bool isinf(T) { return false; }
+template <class T> __device__ __forceinline__ bool isfinite(T) { return true; }
+template <class T> __device__ __forceinline__ bool signbit(T x) { return x < T(0); }
 // fmodf bit for bit, without libdevice's loop when |a / b| < 2^23: q = trunc(a / b) is the true
 // truncated quotient or one more (a / b rounded onto the next integer); a - q * b is then exact in one
 // fma, and adding b with a's sign brings a remainder of the wrong sign back, exactly. fmod_split also
@@ -78,7 +86,7 @@ struct FmodSplit {
 __device__ __noinline__ float fmod_slow(float a, float b) { return ::fmodf(a, b); }
 __device__ __forceinline__ FmodSplit fmod_split(float a, float b) {
   float q = ::truncf(a / b);
-  if (!(::fabsf(q) < 8388608.f) || ::fabsf(b) == __int_as_float(0x7f800000)) return {fmod_slow(a, b), 0.f, false};
+  if (!(::fabsf(q) < 8388608.f) || isinf(b)) return {fmod_slow(a, b), 0.f, false};
   float r = ::fmaf(-q, b, a);
   if (r != 0.f && ((r < 0.f) != (a < 0.f))) {
     r += ::copysignf(b, a);
@@ -101,14 +109,6 @@ template <class T> __device__ __forceinline__ T round(T x) { return x; }
 template <class T> __device__ __forceinline__ T trunc(T x) { return x; }
 __device__ __forceinline__ float abs(float x) { return ::fabsf(x); }
 template <class T> __device__ __forceinline__ T abs(T x) { return x < T(0) ? T(-x) : x; }
-__device__ __forceinline__ bool isnan(float x) { return x != x; }
-__device__ __forceinline__ bool isinf(float x) { return ::fabsf(x) == __int_as_float(0x7f800000); }
-__device__ __forceinline__ bool isfinite(float x) { return ::fabsf(x) < __int_as_float(0x7f800000); }
-__device__ __forceinline__ bool signbit(float x) { return (__float_as_uint(x) >> 31) != 0; }
-template <class T> __device__ __forceinline__ bool isnan(T) { return false; }
-template <class T> __device__ __forceinline__ bool isinf(T) { return false; }
-template <class T> __device__ __forceinline__ bool isfinite(T) { return true; }
-template <class T> __device__ __forceinline__ bool signbit(T x) { return x < T(0); }
 // torch.sign: (0 < x) - (x < 0), so NaN and -0.0 give +0.0 as in torch.
 template <class T> __device__ __forceinline__ T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
 // torch.maximum / minimum: a NaN operand wins; otherwise fmaxf/fminf as torch's CUDA kernels, which
