@@ -1,5 +1,4 @@
 """Every op with a compile boundary compiles cold with fullgraph=True into only its own operators."""
-import operator
 
 import pytest
 import torch
@@ -7,6 +6,7 @@ import torch._dynamo
 
 import tileops
 from compile_contract import CONTRACT
+from support.graphs import GraphRecorder
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -17,17 +17,13 @@ def test_cold_fullgraph_compile(op_class, device):
     torch._dynamo.reset()
     tileops.clear_kernel_caches()
     op, inputs = CONTRACT[op_class](device)
-    graphs = []
+    rec = GraphRecorder()
 
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    compiled = torch.compile(lambda *a: op(*a), fullgraph=True, backend=backend)
+    compiled = torch.compile(lambda *a: op(*a), fullgraph=True, backend=rec)
     result = compiled(*inputs)
     allowed = {getattr(torch.ops.tileops, n.split("::")[1]).default for n in type(op).compile_op_names}
     # Tuple results are unpacked with getitem nodes; everything else must be the op's own operators.
-    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    calls = rec.calls()
     assert calls and set(calls) <= allowed, calls
     torch.testing.assert_close(result, op(*inputs))
 

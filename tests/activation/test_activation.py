@@ -19,6 +19,7 @@ TOL = {torch.float32: dict(rtol=1e-6, atol=1e-6), torch.float16: dict(rtol=1e-3,
 
 from support.activation_cases import (GATED, GATED_FORMULAS, IN_PLACE, INT_DTYPES, UNARY, formula_ref,  # noqa: E402
                                       gated_ref, int_sample, promoted)
+from support.graphs import GraphRecorder  # noqa: E402
 
 
 def sample(shape, dtype):
@@ -519,14 +520,10 @@ def test_op_class_out_selects_the_out_operator(cls, act):
 
 def _graph_calls(fn, *args):
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    result = torch.compile(fn, fullgraph=True, backend=backend)(*args)
-    return result, [n.target for g in graphs for n in g.graph.nodes if n.op == "call_function"]
+    rec = GraphRecorder()
+    result = torch.compile(fn, fullgraph=True, backend=rec)(*args)
+    assert len(rec.graphs) == 1
+    return result, rec.calls()
 
 
 def test_compiled_in_place_writes_x_like_eager():
@@ -550,15 +547,10 @@ def test_compiled_out_branch_fills_out_like_eager():
 
 def test_compiled_dynamic_batch_does_not_recompile():
     torch._dynamo.reset()
-    frames = []
-
-    def backend(gm, example_inputs):
-        frames.append(gm)
-        return gm.forward
-
+    rec = GraphRecorder()
     op = GeluTanhAndMulFwdOp()
-    fn = torch.compile(lambda t: op(t), fullgraph=True, dynamic=True, backend=backend)
+    fn = torch.compile(lambda t: op(t), fullgraph=True, dynamic=True, backend=rec)
     for m in (5, 17, 300):
         x = sample((m, 64), torch.float32)
         torch.testing.assert_close(fn(x), gated_ref(lambda g: F.gelu(g, approximate="tanh"), x), rtol=0, atol=0)
-    assert len(frames) == 1
+    assert len(rec.graphs) == 1

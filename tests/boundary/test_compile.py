@@ -4,18 +4,7 @@ import torch._dynamo
 
 import tileops
 from tileops.norm import RMSNormFwdOp
-
-
-class GraphRecorder:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    def calls(self, i=0):
-        return [n.target for n in self.graphs[i].graph.nodes if n.op == "call_function"]
+from support.graphs import GraphRecorder
 
 
 def test_cold_fullgraph_compile_sees_one_node(counters):

@@ -19,6 +19,7 @@ TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=1e-3,
        torch.bfloat16: dict(rtol=8e-3, atol=8e-3)}
 from support.activation_cases import (GATED, GATED_FORMULAS, IN_PLACE, INT_DTYPES, UNARY, formula_ref,  # noqa: E402
                                       gated_ref, int_sample, promoted)
+from support.graphs import GraphRecorder  # noqa: E402
 
 
 def sample(shape, dtype, offset=0):
@@ -330,12 +331,7 @@ def test_cuda_graph_replay_after_warm_up():
 
 def test_inductor_compile_one_node_each():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs)
+    rec = GraphRecorder(inductor=True)
 
     act, silu_ = SiluAndMulFwdOp(), SiluFwdOp(inplace=True)
 
@@ -345,7 +341,6 @@ def test_inductor_compile_one_node_each():
         return h
 
     x = sample((300, 4096), torch.float16)
-    out = torch.compile(fn, fullgraph=True, dynamic=True, backend=backend)(x)
+    out = torch.compile(fn, fullgraph=True, dynamic=True, backend=rec)(x)
     torch.testing.assert_close(out, F.silu(gated_ref(F.silu, x)), rtol=4e-3, atol=4e-3)
-    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert calls == [ops.activation_silu_and_mul_fwd.default, ops.activation_silu_fwd_writes_x.default]
+    assert rec.calls() == [ops.activation_silu_and_mul_fwd.default, ops.activation_silu_fwd_writes_x.default]

@@ -13,6 +13,7 @@ import yaml
 import tileops
 import tileops.pool as pool_classes
 from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, call, params_for, reference, sample
+from support.graphs import GraphRecorder
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -238,17 +239,12 @@ def test_cuda_graph_after_warm_up_replays_correctly():
 
 def test_compile_one_node_dynamic_batch():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs)
+    rec = GraphRecorder(inductor=True)
 
     op = pool_classes.AvgPool2dFwdOp(kernel_size=3, stride=2, padding=1, count_include_pad=False)
-    fn = torch.compile(op, fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(op, fullgraph=True, backend=rec, dynamic=True)
     for n in (2, 3, 5):
         x = torch.randn(n, 8, 24, 24, device="cuda", dtype=torch.float16)
         check(BY_STEM["avg_pool2d"], fn(x), x, {"kernel_size": 3, "stride": 2, "padding": 1,
                                                  "count_include_pad": False})
-    assert len(graphs) == 1
+    assert len(rec.graphs) == 1

@@ -7,6 +7,7 @@ import torch._dynamo
 
 import tileops
 from tileops.reduction import LogSoftmaxFwdOp, SoftmaxFwdOp
+from support.graphs import GraphRecorder
 
 pytestmark = pytest.mark.gpu
 SOFTMAX = torch.ops.tileops.reduction_softmax_fwd
@@ -150,20 +151,14 @@ def test_cuda_graph_after_warm_up_replays_correctly():
 def test_compile_one_node_dynamic_rows(counters):
     torch._dynamo.reset()
     tileops.clear_kernel_caches()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs)
+    rec = GraphRecorder(inductor=True)
 
     op = LogSoftmaxFwdOp()
-    fn = torch.compile(lambda x: op(x), fullgraph=True, dynamic=True, backend=backend)
+    fn = torch.compile(lambda x: op(x), fullgraph=True, dynamic=True, backend=rec)
     for m in (2048, 17, 300):
         x = torch.randn(m, 4096, device="cuda", dtype=torch.bfloat16)
         check(fn(x), x, torch.log_softmax)
-    assert len(graphs) == 1
-    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert calls == [LOG_SOFTMAX.default]
+    assert len(rec.graphs) == 1
+    assert rec.calls() == [LOG_SOFTMAX.default]
     assert counters()["kernel_builds"] == 1
     assert SoftmaxFwdOp(dim=0)(torch.ones(3, 2, device="cuda")).sum().item() == pytest.approx(2.0)

@@ -12,6 +12,7 @@ import torch._dynamo
 import tileops
 from support.reference import assert_close_rel, rms_norm_ref
 from tileops.norm import RMSNormFwdOp
+from support.graphs import GraphRecorder
 
 pytestmark = pytest.mark.gpu
 OP = torch.ops.tileops.norm_rms_norm_fwd
@@ -160,22 +161,16 @@ def test_capture_that_needs_a_build_is_a_clear_error_and_the_process_survives(co
 def test_cold_compile_on_gpu_one_node_no_recompile_dynamic_batch(counters):
     torch._dynamo.reset()
     tileops.clear_kernel_caches()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs)
+    rec = GraphRecorder(inductor=True)
 
     op = RMSNormFwdOp((4096,))
-    fn = torch.compile(lambda x, w: op(x, w), fullgraph=True, dynamic=True, backend=backend)
+    fn = torch.compile(lambda x, w: op(x, w), fullgraph=True, dynamic=True, backend=rec)
     w = torch.randn(4096, device="cuda", dtype=torch.float16)
     for m in (2048, 17, 300):
         x = torch.randn(m, 4096, device="cuda", dtype=torch.float16)
         assert_close_rel(fn(x, w), rms_norm_ref(x, [4096], w))
-    assert len(graphs) == 1
-    calls = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert calls == [torch.ops.tileops.norm_rms_norm_fwd.default]
+    assert len(rec.graphs) == 1
+    assert rec.calls() == [torch.ops.tileops.norm_rms_norm_fwd.default]
     assert counters()["kernel_builds"] == 1  # tracing built nothing; the three real calls share one kernel
 
 

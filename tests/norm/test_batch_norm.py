@@ -3,13 +3,13 @@ given running stats in place as F.batch_norm does; eval reads the running stats 
 half a pair of running stats, none without training, or one value a channel in training are refused
 naming the op, the arguments and the rule; one node under torch.compile (the running stats' update
 kept) and torch.export; opcheck."""
-import operator
 
 import pytest
 import torch
 import torch._dynamo
 
 from tileops.norm import BatchNormFwdOp
+from support.graphs import GraphRecorder
 
 OP = torch.ops.tileops.norm_batch_norm_fwd_writes_running_mean_writes_running_var
 F = torch.nn.functional
@@ -123,14 +123,10 @@ def test_one_value_a_channel_in_training_is_refused_as_in_torch():
 
 def test_compiles_to_one_node_that_keeps_the_update_and_exports():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     w, b = torch.randn(8), torch.randn(8)
-    fn = torch.compile(lambda x, rm, rv: OP(x, rm, rv, w, b, True), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x, rm, rv: OP(x, rm, rv, w, b, True), fullgraph=True, backend=rec, dynamic=True)
     for n, hw in ((2, 9), (3, 5)):
         x = torch.randn(n, 8, hw)
         rm, rv = torch.randn(8), torch.rand(8) + 1
@@ -138,10 +134,8 @@ def test_compiles_to_one_node_that_keeps_the_update_and_exports():
         torch.testing.assert_close(fn(x, rm, rv), ref(x, rm_ref, rv_ref, w, b, True))
         torch.testing.assert_close(rm, rm_ref)
         torch.testing.assert_close(rv, rv_ref)
-    assert len(graphs) == 1
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes
-             if n.op == "call_function" and n.target is not operator.getitem]
-    assert calls == [OP]
+    assert len(rec.graphs) == 1
+    assert rec.calls(packets=True) == [OP]
 
     class M(torch.nn.Module):
         def forward(self, x, rm, rv):

@@ -4,7 +4,6 @@ for every dtype and rank; statistics other than x's own are read, not recomputed
 zero dweight and dbias; Meta and fake tensors get the manifest's shapes and dtypes; one node under
 torch.compile with dynamic shapes, and torch.export; opcheck; bad input refused naming the op, the
 argument and the rule."""
-import operator
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ import torch._dynamo
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tileops.norm import BatchNormBwdOp
+from support.graphs import GraphRecorder
 
 OP = torch.ops.tileops.norm_batch_norm_bwd
 F = torch.nn.functional
@@ -112,21 +112,15 @@ def test_meta_and_fake_tensors_get_the_manifest_shapes(dtype):
 
 def test_compiles_to_one_node_with_dynamic_shapes_and_exports():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     w = torch.randn(8)
-    fn = torch.compile(lambda dy, x, m, r: OP(dy, x, w, m, r), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda dy, x, m, r: OP(dy, x, w, m, r), fullgraph=True, backend=rec, dynamic=True)
     for shape in ((2, 8, 9), (3, 8, 5), (5, 8, 2)):
         dy, x, _, mean, rstd = case(shape, torch.float32, seed=shape[0])
         assert_grads(fn(dy, x, mean, rstd), torch_grads(dy, x, w, mean, rstd))
-    assert len(graphs) == 1
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes
-             if n.op == "call_function" and n.target is not operator.getitem]
-    assert calls == [OP]
+    assert len(rec.graphs) == 1
+    assert rec.calls(packets=True) == [OP]
 
     class M(torch.nn.Module):
         def forward(self, dy, x, w, mean, rstd):

@@ -1,13 +1,13 @@
 """GroupNormFwdOp on CPU (reference target): matches F.group_norm for every dtype, with and without
 weight and bias, 2-d to 5-d x and several group counts; refusals name the op, the argument and the
 rule; one node under torch.compile and torch.export; opcheck."""
-import operator
 
 import pytest
 import torch
 import torch._dynamo
 
 from tileops.norm import GroupNormFwdOp
+from support.graphs import GraphRecorder
 
 OP = torch.ops.tileops.norm_group_norm_fwd
 F = torch.nn.functional
@@ -77,21 +77,15 @@ def test_meta_checks_and_contiguous_output():
 
 def test_compiles_to_one_node_with_dynamic_shapes_and_exports():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     w, b = torch.randn(8), torch.randn(8)
-    fn = torch.compile(lambda x: OP(x, w, b, 4), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x: OP(x, w, b, 4), fullgraph=True, backend=rec, dynamic=True)
     for n, hw in ((2, 9), (3, 5)):
         x = torch.randn(n, 8, hw)
         torch.testing.assert_close(fn(x), F.group_norm(x, 4, w, b))
-    assert len(graphs) == 1
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes
-             if n.op == "call_function" and n.target is not operator.getitem]
-    assert calls == [OP]
+    assert len(rec.graphs) == 1
+    assert rec.calls(packets=True) == [OP]
 
     class M(torch.nn.Module):
         def forward(self, x, w):

@@ -2,13 +2,13 @@
 running ones (use_input_stats=False) match it in eval form and are never written; running stats
 beside use_input_stats=True, half a pair, or none without are refused naming the op, the arguments
 and the rule; one node under torch.compile and torch.export; opcheck."""
-import operator
 
 import pytest
 import torch
 import torch._dynamo
 
 from tileops.norm import InstanceNormFwdOp
+from support.graphs import GraphRecorder
 
 OP = torch.ops.tileops.norm_instance_norm_fwd
 F = torch.nn.functional
@@ -115,21 +115,15 @@ def test_one_spatial_element_is_refused_with_input_stats_only_as_in_torch():
 
 def test_compiles_to_one_node_with_dynamic_shapes_and_exports():
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     w, b = torch.randn(8), torch.randn(8)
-    fn = torch.compile(lambda x: OP(x, None, None, w, b), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x: OP(x, None, None, w, b), fullgraph=True, backend=rec, dynamic=True)
     for n, hw in ((2, 9), (3, 5)):
         x = torch.randn(n, 8, hw)
         torch.testing.assert_close(fn(x), F.instance_norm(x, weight=w, bias=b))
-    assert len(graphs) == 1
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes
-             if n.op == "call_function" and n.target is not operator.getitem]
-    assert calls == [OP]
+    assert len(rec.graphs) == 1
+    assert rec.calls(packets=True) == [OP]
 
     class M(torch.nn.Module):
         def forward(self, x, rm, rv):

@@ -9,6 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tileops.pool as pool_classes
 from support.pool_cases import POOLS, SIZES, BY_STEM, call, our_args, params_for, reference, sample
+from support.graphs import GraphRecorder
 
 IDS = [p.stem for p in POOLS]
 
@@ -211,24 +212,18 @@ def test_compiles_to_one_node_with_dynamic_shapes_and_exports(stem, params):
     import torch._dynamo
     torch._dynamo.reset()
     pool = BY_STEM[stem]
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     # Under dynamic=True dynamo turns a closure's bare int into a SymInt, which an int[N] argument does
     # not take (torch fills int[N] from a Python int only); lists of them, literals and the Op
     # classes (params fixed at construction) trace as constants.
     listed = {k: [v] if isinstance(v, int) and not isinstance(v, bool) else v for k, v in params.items()}
-    fn = torch.compile(lambda x: call(pool, x, listed), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x: call(pool, x, listed), fullgraph=True, backend=rec, dynamic=True)
     for n, s in ((4, 9), (5, 12), (6, 17)):  # sizes apart from C=3, so duck sizing ties none
         x = sample((n, 3, *([s] * pool.rank)), pool.dtypes[0])
         torch.testing.assert_close(fn(x), reference(pool, x, params), rtol=0, atol=0)
-    assert len(graphs) == 1  # one graph serves every size
-    for g in graphs:
-        calls = [getattr(n.target, "overloadpacket", n.target) for n in g.graph.nodes if n.op == "call_function"]
-        assert calls == [pool.op]
+    assert len(rec.graphs) == 1  # one graph serves every size
+    assert rec.calls(packets=True) == [pool.op]
 
     class M(torch.nn.Module):
         def forward(self, x):
@@ -242,10 +237,10 @@ def test_compiles_to_one_node_with_dynamic_shapes_and_exports(stem, params):
     torch.testing.assert_close(ep.module()(x2), reference(pool, x2, params), rtol=0, atol=0)
 
     torch._dynamo.reset()
-    graphs.clear()
+    rec = GraphRecorder()
     op = getattr(pool_classes, pool.cls)(**params)  # an int param stands for every dim
-    fn = torch.compile(op, fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(op, fullgraph=True, backend=rec, dynamic=True)
     for n in (4, 5):
         x = sample((n, 3, *([13] * pool.rank)), pool.dtypes[0])
         torch.testing.assert_close(fn(x), reference(pool, x, params), rtol=0, atol=0)
-    assert len(graphs) == 1
+    assert len(rec.graphs) == 1

@@ -1,11 +1,11 @@
 """FP8QuantFwdOp on CPU (reference target) against TileOPs' formula computed here in float64: bit-exact
 scales and float8_e4m3fn bytes for every dtype and odd sizes, the all-zero floor, NaN and infinities,
 argument errors, Meta/fake tensors, torch.compile, torch.export, opcheck."""
-import operator
 
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from support.graphs import GraphRecorder
 
 OP = torch.ops.tileops.quantization_fp8_quant_fwd
 PREFIX = r"tileops::quantization_fp8_quant_fwd: "
@@ -178,20 +178,14 @@ def test_meta_and_fake_shapes(counters):
 
 def test_compiles_to_one_node_with_dynamic_shapes_and_exports():
     torch._dynamo.reset()
-    graphs = []
+    rec = GraphRecorder()
 
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    fn = torch.compile(lambda x: OP(x), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x: OP(x), fullgraph=True, backend=rec, dynamic=True)
     for shape in ((2, 6, 3, 64), (3, 4, 2, 64)):  # no size-1 dims: those specialise
         x = sample(shape, torch.bfloat16, seed=shape[1])
         same(fn(x), formula(x))
-    assert len(graphs) == 1
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes
-             if n.op == "call_function" and n.target is not operator.getitem]
-    assert calls == [OP]
+    assert len(rec.graphs) == 1
+    assert rec.calls(packets=True) == [OP]
 
     class M(torch.nn.Module):
         def forward(self, x):

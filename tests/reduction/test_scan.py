@@ -8,6 +8,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import tileops.reduction as reduction
 from support.scan_cases import CUMS, DTYPE_CHOICES, LOGCUMSUMEXP, SCANS, X_DTYPES, sample
+from support.graphs import GraphRecorder
 
 
 def _same(got, want):
@@ -193,20 +194,15 @@ def test_opcheck(scan):
 def test_compiles_to_one_node_with_dynamic_shapes_and_exports(scan):
     import torch._dynamo
     torch._dynamo.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    rec = GraphRecorder()
 
     kwargs = {"dtype": torch.float32} if scan.takes_dtype else {}
-    fn = torch.compile(lambda x: scan.op(x, -1, **kwargs), fullgraph=True, backend=backend, dynamic=True)
+    fn = torch.compile(lambda x: scan.op(x, -1, **kwargs), fullgraph=True, backend=rec, dynamic=True)
     for rows in (3, 5):
         x = sample(scan, (rows, 8), torch.bfloat16)
         _same(fn(x), scan.ref(x, -1, **kwargs))
-    assert len(graphs) == 1  # one graph serves both sizes
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert calls == [scan.op]
+    assert len(rec.graphs) == 1  # one graph serves both sizes
+    assert rec.calls(packets=True) == [scan.op]
 
     class M(torch.nn.Module):
         def forward(self, x):

@@ -5,6 +5,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from tileops.reduction import LogSoftmaxFwdOp, SoftmaxFwdOp
+from support.graphs import GraphRecorder
 
 SOFTMAX = torch.ops.tileops.reduction_softmax_fwd
 LOG_SOFTMAX = torch.ops.tileops.reduction_log_softmax_fwd
@@ -143,14 +144,9 @@ def test_nvrtc_target_on_cpu_tensors_is_refused_clearly():
 def test_compiled_graph_is_one_node_per_call():
     import torch._dynamo
     torch._dynamo.reset()
-    graphs = []
+    rec = GraphRecorder()
 
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    fn = torch.compile(lambda x: LOG_SOFTMAX(SOFTMAX(x, 0), -1), fullgraph=True, backend=backend)
+    fn = torch.compile(lambda x: LOG_SOFTMAX(SOFTMAX(x, 0), -1), fullgraph=True, backend=rec)
     x = torch.randn(5, 7)
     torch.testing.assert_close(fn(x), torch.log_softmax(torch.softmax(x, 0), -1))
-    calls = [getattr(n.target, "overloadpacket", n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
-    assert calls == [SOFTMAX, LOG_SOFTMAX]
+    assert rec.calls(packets=True) == [SOFTMAX, LOG_SOFTMAX]
