@@ -72,3 +72,12 @@ def test_workloads_need_a_device_and_record_options_stay_apart(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tileops.warmup", "--record", tmp_path / "k.rec", "--device", "h200",
                         "--cache-dir", tmp_path / "image"], capture_output=True, text=True, env=ENV)
     assert r.returncode == 2 and "--device and --op go with --workloads" in r.stderr, r.stderr
+
+
+def test_decode_and_prefill_workloads_plan_their_own_row_layouts():
+    # A call's row count picks the layout of the RMSNorm register rows (few rows: wider, so the
+    # float32 weight loads with x): the manifest's decode (1 row) and prefill (2048) workloads of the
+    # Gemma form plan two kernels of the same row length.
+    names = kernel_names(warmup.plan_workloads(("h200",), ("GemmaRMSNormFwdOp",)))
+    n3584 = [k for k in names if "__n3584__" in k]
+    assert len(n3584) == 2 and any("_t256_" in k for k in n3584) and any("_t128_" in k for k in n3584), names

@@ -93,6 +93,43 @@ TEST(ServingRowsPlan, NameAndIdentityCarryTheWeightForm) {
             "tileops::rms_norm_fwd<tileops::bf16, 4096, 8, 128, 1, true, true, float, false>");
 }
 
+// A call of few rows (decode) spreads each row over more threads: at most two vectors a thread, so
+// the register kernel loads a float32 weight with x (its prefetch holds 64 bytes of weight a thread).
+TEST(ServingRowsPlan, FewRowsSpreadWiderSoTheWeightLoadsWithX) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  const auto facts = tileops::nvrtc::named_device_facts("h200");
+  for (auto [op, n] : {std::pair{RowNormOp::kRmsNorm, int64_t{3584}}, std::pair{RowNormOp::kFusedAddRmsNorm, int64_t{4096}},
+                       std::pair{RowNormOp::kFusedAddRmsNorm, int64_t{8192}}}) {
+    RowNormProblem q{op, c10::kBFloat16, n, 16, true};
+    q.float_weight = true;
+    q.gemma = op == RowNormOp::kRmsNorm;
+    const RowNormSpec many = tileops::nvrtc::plan_row_norm(q, facts);
+    q.few_rows = true;
+    const RowNormSpec few = tileops::nvrtc::plan_row_norm(q, facts);
+    ASSERT_EQ(few.impl, RowNormImpl::kRegisterResident) << few.describe();
+    const int64_t vecs = n / few.vec;
+    const int64_t few_per_thread = (vecs + few.tpr - 1) / few.tpr, many_per_thread = (vecs + many.tpr - 1) / many.tpr;
+    EXPECT_LE(few_per_thread * few.vec * 4, 64) << few.describe();
+    EXPECT_GT(many_per_thread * many.vec * 4, 64) << many.describe();
+    EXPECT_GT(few.tpr, many.tpr);
+    EXPECT_FALSE(few == many);
+    EXPECT_NE(few.name(), many.name());
+    const auto cubin = tileops::jit::compile_to_cubin(few.sources()[0]);
+    EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << few.describe();
+  }
+  // The problem's identity carries the flag; LayerNorm and the quantised rows keep one layout.
+  RowNormProblem a{RowNormOp::kRmsNorm, c10::kBFloat16, 4096, 16, true}, b = a;
+  b.few_rows = true;
+  EXPECT_FALSE(a == b);
+  for (RowNormProblem q : {RowNormProblem{RowNormOp::kLayerNorm, c10::kBFloat16, 2048, 16, true, true},
+                           RowNormProblem{RowNormOp::kRmsNorm, c10::kBFloat16, 4096, 16, true}}) {
+    if (q.op == RowNormOp::kRmsNorm) q.quant = RowNormQuant::kDynamic;
+    RowNormProblem f = q;
+    f.few_rows = true;
+    EXPECT_EQ(tileops::nvrtc::plan_row_norm(q, facts).tpr, tileops::nvrtc::plan_row_norm(f, facts).tpr);
+  }
+}
+
 TEST(ServingRowsPlan, LayerNormHasNoGemmaOrQuantisedForm) {
   RowNormProblem q{RowNormOp::kLayerNorm, c10::kBFloat16, 4096, 16, true};
   q.float_weight = true;  // taken (LayerNormFloatWeight tests it)

@@ -16,6 +16,7 @@ bool Tuning::operator==(const Tuning& o) const {
 const std::vector<TuningKey>& tuning_keys() {
   static const std::vector<TuningKey> keys{
       {"rms_vecs_per_thread", &Tuning::rms_vecs_per_thread, 1, 16, "norm rows a CTA: vectors a thread"},
+      {"rms_few_rows_vpt", &Tuning::rms_few_rows_vpt, 1, 16, "calls of few RMSNorm rows: vectors a thread"},
       {"softmax_vecs_per_thread", &Tuning::softmax_vecs_per_thread, 1, 8, "softmax rows a CTA: vectors a thread"},
       {"staged_min_row_bytes", &Tuning::staged_min_row_bytes, 16, 1 << 30, "shortest staged row, bytes"},
       {"staged_row_vpt", &Tuning::staged_row_vpt, 1, 32, "staged rows: vectors a thread"},

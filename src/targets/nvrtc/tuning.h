@@ -13,6 +13,7 @@ namespace tileops::nvrtc {
 // One override each; 0 = not set (the plan's default).
 struct Tuning {
   int rms_vecs_per_thread = 0;       // row-per-CTA norm rows: vectors a thread before wider rows
+  int rms_few_rows_vpt = 0;          // the same for calls of few RMSNorm rows
   int softmax_vecs_per_thread = 0;   // row-per-CTA softmax rows: the same
   int staged_min_row_bytes = 0;      // shortest row a staged (shared-memory) row kernel serves
   int staged_row_vpt = 0;            // vectors a thread of a staged row

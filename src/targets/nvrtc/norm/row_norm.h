@@ -41,6 +41,7 @@ struct RowNormProblem {
   bool bias = false;    // LayerNorm only
   bool float_weight = false;  // a float32 weight beside a 16-bit row
   bool gemma = false;         // RMSNorm rows scaled by 1 + weight
+  bool few_rows = false;      // the call has at most few_rows_max rows (row_norm_few_rows)
   RowNormQuant quant = RowNormQuant::kNone;
   c10::ScalarType qdtype = c10::ScalarType::Char;  // the quantised output: Char or Float8_e4m3fn
   bool operator==(const RowNormProblem& o) const;
@@ -79,6 +80,8 @@ struct RowNormSpec {
 // The measured thresholds of the row norm plans; docs/PERF.md, "Row norms" for each number.
 struct RowNormTable {
   int vecs_per_thread = 4;                 // register rows: 256-thread rows of 8 ran 0.97 of copy, 512 of 4 0.69
+  int64_t few_rows_max = 128;              // about a CTA an SM; 512x8192 Gemma ran 6.6 us wider vs 5.6
+  int few_rows_vecs_per_thread = 2;        // 1x3584 Gemma, float32 weight: 1.9 us vs 2.4 at 4 (weight prefetched)
   int64_t register_max_row_bytes = 65536;  // longer rows in one CTA ran below 0.7 of copy
   int cluster_cta_bytes = 32768;           // 64x131072: 16 KB / 16 CTAs slower than 32 KB / 8
   int cluster_max = 8;
@@ -105,6 +108,10 @@ struct RowNormQuery {
 };
 const std::vector<Implementation<RowNormQuery>>& row_norm_implementations();
 const char* row_norm_impl_name(RowNormImpl impl);
+
+// Whether a call's rows count as few (the problem's few_rows): the grid is short and each row's
+// latency, not the SMs' throughput, bounds the call.
+inline bool row_norm_few_rows(int64_t rows) { return rows <= kRowNormTable.few_rows_max; }
 
 // plan(problem, device facts, tuning) -> spec: pure.
 RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t = {});

@@ -105,6 +105,7 @@ RowNormProblem RowNormFamily::problem(const OpCall& call) const {
                    a.bias != nullptr};
   q.float_weight = float_weight;
   q.gemma = gemma;
+  q.few_rows = row_norm_few_rows(q.n == 0 ? 0 : a.x.numel() / q.n);
   q.quant = quant;
   if (quant != RowNormQuant::kNone) {
     q.qdtype = a.y.scalar_type();

@@ -16,11 +16,15 @@ bool fused(RowNormOp op) { return op == RowNormOp::kFusedAddRmsNorm; }
 
 // Register rows and streaming rows share one thread layout: about vecs_per_thread vectors a thread
 // on up to 256 threads a row, then up to 8 (registers still hold the row), then wider CTAs; groups
-// wider than a warp reduce through shared memory and own their CTA.
-void plan_row_per_cta(RowNormSpec& s, bool cache, const Tuning& t) {
-  const int target = t.rms_vecs_per_thread ? t.rms_vecs_per_thread : kT.vecs_per_thread;
+// wider than a warp reduce through shared memory and own their CTA. A call of few RMSNorm rows in
+// registers spreads each row wider (up to 1024 threads): fewer loads a thread, and the kernel then
+// loads the weight with x rather than after the reduction.
+void plan_row_per_cta(RowNormSpec& s, const RowNormProblem& q, bool cache, const Tuning& t) {
+  const bool few = cache && q.few_rows && q.op != RowNormOp::kLayerNorm && q.quant == RowNormQuant::kNone;
+  const int target = few ? (t.rms_few_rows_vpt ? t.rms_few_rows_vpt : kT.few_rows_vecs_per_thread)
+                         : (t.rms_vecs_per_thread ? t.rms_vecs_per_thread : kT.vecs_per_thread);
   const int64_t vecs = s.n / s.vec;
-  s.tpr = std::min<int>(256, next_pow2((vecs + target - 1) / target));
+  s.tpr = std::min<int>(few ? 1024 : 256, next_pow2((vecs + target - 1) / target));
   if ((vecs + s.tpr - 1) / s.tpr > 8) s.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   s.rows = s.tpr > 32 ? 1 : 256 / s.tpr;
   s.cache = cache;
@@ -120,12 +124,12 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 
 bool RowNormProblem::operator==(const RowNormProblem& o) const {
   return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias &&
-         float_weight == o.float_weight && gemma == o.gemma && quant == o.quant &&
+         float_weight == o.float_weight && gemma == o.gemma && few_rows == o.few_rows && quant == o.quant &&
          (quant == RowNormQuant::kNone || qdtype == o.qdtype);
 }
 size_t RowNormProblem::hash() const {
   return hash_words(
-      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma,
+      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma, few_rows,
        static_cast<int64_t>(quant), quant == RowNormQuant::kNone ? 0 : static_cast<int64_t>(qdtype)});
 }
 
@@ -187,8 +191,8 @@ RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const
   s.impl = static_cast<RowNormImpl>(
       select_implementation(op_name(q.op, q.quant), row_norm_implementations(), RowNormQuery{q, vec, dev, t}).id);
   switch (s.impl) {
-    case RowNormImpl::kRegisterResident: plan_row_per_cta(s, true, t); break;
-    case RowNormImpl::kStreaming: plan_row_per_cta(s, false, t); break;
+    case RowNormImpl::kRegisterResident: plan_row_per_cta(s, q, true, t); break;
+    case RowNormImpl::kStreaming: plan_row_per_cta(s, q, false, t); break;
     case RowNormImpl::kCluster: plan_cluster(s, t); break;
     case RowNormImpl::kStaged: {
       int vpt = q.op == RowNormOp::kFusedAddRmsNorm ? kT.fused_staged_vpt : kT.rms_staged_vpt;
