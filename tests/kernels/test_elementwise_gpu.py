@@ -44,12 +44,21 @@ def test_every_layout(name):
     def make(shape, k):
         dts = case.inputs[k][1]
         return values(shape if case.shapes[k] != () else (), dts[0] if len(dts) == 1 else dt, k).cuda()
+    def shifted(shape, k):  # one element past an aligned start
+        t = make((shape[0] * shape[1] + 1,), k)
+        return t[1:].view(shape) if t.dim() else t
+
+    def inner(shape, k):  # rows two elements longer, sliced to their middle
+        t = make(shape, k)
+        return t[:, 1:-1] if t.dim() else t
     n = len(case.inputs)
     layouts = [
         [make((4096, 1), 0)] + [make((1, 4096), k) for k in range(1, n)],            # outer broadcast
         [make((512, 384), 0).t()] + [make((384, 512), k) for k in range(1, n)],       # transposed: tiled
         [make((515, 389), 0).t()] + [make((389, 515), k) for k in range(1, n)],       # partial tiles
         [make((515, 389), k).t() for k in range(n)],                                    # every input transposed
+        [make((512, 386), k).t() for k in range(n)],                                    # ... 2 a thread
+        [shifted((512, 384), 0).t()] + [inner((384, 514), k) for k in range(1, n)],  # ... starts misaligned
         [make((40, 3000), 0).t()] + [make((3000, 40), k) for k in range(1, n)],       # one tile and a bit wide
         [make((300, 514), 0)[:, 1:513]] + [make((300, 512), k) for k in range(1, n)],  # sliced: misaligned rows
         [make(((1 << 16) + 1,), 0)[1:]] + [make((1 << 16,), k) for k in range(1, n)],    # misaligned start

@@ -114,15 +114,33 @@ TEST(ElementwisePlan, TransposedInputGoesThroughTiles) {
   const auto f = at::TensorOptions().dtype(c10::kFloat);
   EwSpec s = add_plan(at::empty({512, 384}, f).t(), at::empty({384, 512}, f));
   EXPECT_EQ(s.rank, 2);
-  EXPECT_EQ(s.vec, 1);
+  EXPECT_EQ(s.vec, 2);  // even sizes: 2 elements a thread, each input read 2 at once
   EXPECT_TRUE(s.staged[0]);
   EXPECT_FALSE(s.staged[1]);
-  EXPECT_NE(s.name().find("f32t_f32_"), std::string::npos) << s.name();
-  EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::tiled_fwd<", 0), 0u) << s.sources()[0].name_expression;
+  EXPECT_TRUE(s.aligned[0] && s.aligned[1]);
+  EXPECT_NE(s.name().find("f32at_f32a_"), std::string::npos) << s.name();
+  EXPECT_EQ(s.sources()[0].name_expression, "tileops::ew::tiled_fwd<tileops::ew::Op, int, 2>");
   EXPECT_NE(s.sources()[0].source.find("constexpr bool staged(int k) { return false || k == 0; }"), std::string::npos);
-  // both inputs transposed: both staged
+  // both inputs transposed: both staged, each in its own tile
   s = add_plan(at::empty({512, 384}, f).t(), at::empty({512, 384}, f).t());
   EXPECT_TRUE(s.staged[0] && s.staged[1]);
+  EXPECT_NE(s.sources()[0].source.find("kTiles = 2;"), std::string::npos);
+  // odd sizes: one element a thread (a pair would cross the edge)
+  s = add_plan(at::empty({515, 389}, f).t(), at::empty({389, 515}, f));
+  EXPECT_TRUE(s.staged[0]);
+  EXPECT_EQ(s.vec, 1);
+  EXPECT_EQ(s.sources()[0].name_expression, "tileops::ew::tiled_fwd<tileops::ew::Op, int, 1>");
+  // a staged input starting one element in, and another whose rows start one element in: 2 a thread,
+  // each read one element at a time
+  s = add_plan(at::empty({512 * 384 + 1}, f).slice(0, 1).view({512, 384}).t(),
+               at::empty({384, 514}, f).slice(1, 1, 513));
+  EXPECT_EQ(s.vec, 2);
+  EXPECT_TRUE(s.staged[0]);
+  EXPECT_FALSE(s.aligned[0] || s.aligned[1]);
+  // a column broadcast over the rows beside a transposed input: read one element a step
+  s = add_plan(at::empty({512, 384}, f).t(), at::empty({384, 1}, f));
+  EXPECT_EQ(s.vec, 2);
+  EXPECT_FALSE(s.aligned[1]);
   // fewer than a tile of columns: one element a step
   s = add_plan(at::empty({16, 384}, f).t(), at::empty({384, 16}, f));
   EXPECT_FALSE(s.staged[0]);
@@ -148,7 +166,7 @@ TEST(ElementwiseCompute, PromotionRule) {
 
 // Every entry compiles on its four paths: float16 through float (int32 for the bitwise entries), a
 // broadcast single element on the contiguous path, rank 3 with 64-bit indexing on the strided one,
-// the strided path 8 elements a step, and the tiled loop with the first input staged.
+// the strided path 8 elements a step, and the tiled loop with the first input staged (1 or 2 a thread).
 class ElementwiseCompiles : public ::testing::TestWithParam<int> {};
 
 EwSpec spec_for(int op, c10::ScalarType dt, int rank, bool index64) {
@@ -173,8 +191,12 @@ TEST_P(ElementwiseCompiles, EveryPathToCubin) {
   const c10::ScalarType dt = std::string(ew::kOps[op].cls).rfind("Bitwise", 0) == 0 ? c10::kInt : c10::kHalf;
   for (const auto& [rank, index64] : {std::pair{0, false}, std::pair{3, true}, std::pair{2, false}, std::pair{-2, false}}) {
     EwSpec s = spec_for(op, dt, rank < 0 ? 2 : rank, index64);
-    if (rank < 0) {
+    if (rank < 0) {  // the tiled loop: 2 a thread, aligned, for every other entry
       s.staged[0] = true;
+      if (op % 2 == 0) {
+        s.vec = 2;
+        for (int k = 0; k < ew::kOps[op].n_in; ++k) s.aligned[k] = true;
+      }
     } else if (rank == 2) {  // the strided path 8 elements a step: a vector load, and element loads or one held
       s.vec = 8;
       s.aligned[0] = true;

@@ -12,11 +12,12 @@
 //                   a 16-byte store, and per input a vector load (aligned), VEC loads, or one
 //                   element held for the whole group (inner stride 0).
 //   tiled_fwd       two collapsed dims where an input steps through the rows by 1 (transposed):
-//                   such inputs go through 32x32 shared-memory tiles (Op::staged, stage, rebase).
+//                   such inputs go through 32P x 32P shared-memory tiles, P = 1 or 2 elements a
+//                   thread (Op::staged, tile, stage_load, stage_store, rebase, fetch).
 // IDX is the index type: int while every offset fits, else long long (past 2^31 elements).
 // Op provides: load<V>(step, Regs<V>&) and store<V>(step, const Regs<V>&) for the contiguous path,
-// gather<V>(const IDX* in_offsets, Regs<V>&) for strided_vec_fwd,
-// element(const IDX* in_offsets, IDX out_offset) for both, one(k) (input k is one broadcast element
+// gather<V>(const IDX* in_offsets, Regs<V>&) for strided_vec_fwd, fetch<V>(in_offsets, steps, Regs<V>&)
+// for tiled_fwd, element(const IDX* in_offsets, IDX out_offset) for strided_fwd, one(k) (input k is one broadcast element
 // on the contiguous path), and its pointers and scalars as members.
 // The output may be an input (in place): each element is read and then written by one thread.
 #pragma once
@@ -283,41 +284,59 @@ __global__ void __launch_bounds__(256) strided_vec_fwd(const Op op, const Stride
 
 // Two collapsed dims [rows, cols] where some inputs step through the rows by 1 (a transposed
 // operand): Op::staged(k) inputs are read tile by tile along their own rows into shared memory, so
-// both their loads and the output's stores are coalesced. 256 threads: 32 columns x 8 rows a step.
-template <class Op, class IDX>
+// both their loads and the output's stores are coalesced. 256 threads: 32 x P columns and 8 rows a
+// step, P elements a thread (P = 2 needs even sizes: a pair never crosses the edge). Each phase
+// issues all its loads before it stores: the output may be an input, so the compiler could not
+// hoist a load above an earlier store on its own.
+template <class Op, class IDX, int P>
 __global__ void __launch_bounds__(256) tiled_fwd(const Op op, const Strides<2, Op::kIn, IDX> s, IDX) {
-  constexpr int T = 32, RW = 8;
-  constexpr int kSlot = 8;  // bytes a tile slot holds: the widest storage type
-  __shared__ __align__(16) unsigned char tiles[Op::kIn][T * (T + 1) * kSlot];
-  const int tx = threadIdx.x % T, ty = threadIdx.x / T;
+  constexpr int RW = 8, T = 32 * P, J = T / RW;
+  constexpr int PITCH = T + 1;  // odd: a column of 16-bit slots spreads over the banks
+  __shared__ __align__(16) unsigned char tiles[Op::kTiles][T * PITCH * Op::kSlot];
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   const IDX rows = s.size[0], cols = s.size[1];
   const IDX tiles_c = (cols + T - 1) / T;
   const IDX n_tiles = ((rows + T - 1) / T) * tiles_c;
   Op local = op;
+  IDX step[Op::kIn];  // between the P elements of a group, per input
 #pragma unroll
-  for (int k = 0; k < Op::kIn; ++k)
-    if (Op::staged(k)) local.rebase(k, tiles[k]);
+  for (int k = 0; k < Op::kIn; ++k) {
+    if (Op::staged(k)) local.rebase(k, tiles[Op::tile(k)]);
+    step[k] = Op::staged(k) ? static_cast<IDX>(PITCH) : s.in[k][1];
+  }
   for (IDX t = blockIdx.x; t < n_tiles; t += gridDim.x) {
     const IDX r0 = (t / tiles_c) * T, c0 = (t % tiles_c) * T;
 #pragma unroll
     for (int k = 0; k < Op::kIn; ++k) {
       if (!Op::staged(k)) continue;
+      typename Op::template Regs<P> v[J];
 #pragma unroll
-      for (int j = 0; j < T / RW; ++j) {  // consecutive threads: consecutive rows, stride 1 in input k
-        const IDX r = r0 + tx, c = c0 + ty + RW * j;
-        if (r < rows && c < cols) op.stage(k, r * s.in[k][0] + c * s.in[k][1], (ty + RW * j) * (T + 1) + tx, tiles[k]);
+      for (int j = 0; j < J; ++j) {  // consecutive threads: consecutive rows, stride 1 in input k
+        const IDX r = r0 + P * tx, c = c0 + ty + RW * j;
+        if (r < rows && c < cols) op.template stage_load<P>(k, r * s.in[k][0] + c * s.in[k][1], v[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const IDX r = r0 + P * tx, c = c0 + ty + RW * j;
+        if (r < rows && c < cols) op.template stage_store<P>(k, v[j], (ty + RW * j) * PITCH + P * tx, tiles[Op::tile(k)]);
       }
     }
     __syncthreads();
+    typename Op::template Regs<P> v[J];
 #pragma unroll
-    for (int j = 0; j < T / RW; ++j) {  // consecutive threads: consecutive columns of the output
-      const IDX r = r0 + ty + RW * j, c = c0 + tx;
+    for (int j = 0; j < J; ++j) {  // consecutive threads: consecutive column groups of the output
+      const IDX r = r0 + ty + RW * j, c = c0 + P * tx;
       if (r >= rows || c >= cols) continue;
       IDX off[Op::kIn];
 #pragma unroll
       for (int k = 0; k < Op::kIn; ++k)
-        off[k] = Op::staged(k) ? static_cast<IDX>(tx * (T + 1) + ty + RW * j) : r * s.in[k][0] + c * s.in[k][1];
-      local.element(off, r * cols + c);
+        off[k] = Op::staged(k) ? static_cast<IDX>(P * tx * PITCH + ty + RW * j) : r * s.in[k][0] + c * s.in[k][1];
+      local.template fetch<P>(off, step, v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const IDX r = r0 + ty + RW * j, c = c0 + P * tx;
+      if (r < rows && c < cols) local.template store<P>((r * cols + c) / P, v[j]);
     }
     __syncthreads();  // the next tile overwrites the slots
   }

@@ -130,18 +130,28 @@ std::string ew_source_text(const EwSpec& s) {
   for (int k = 0; k < e.n_in; ++k)
     if (s.one[k]) ones += " || k == " + std::to_string(k);
   src += "  static __device__ __forceinline__ constexpr bool one(int k) { return " + ones + "; }\n";
-  std::string staged = "false", stage, rebase;
+  // The tiled loop: staged inputs are copied into shared-memory tiles (one per staged input), then
+  // read from them; an aligned input loads its V elements as one vector.
+  std::string staged = "false", tile, stage_load, stage_store, rebase;
+  int n_tiles = 0, slot = 1;
   for (int k = 0; k < e.n_in; ++k) {
     if (!s.staged[k]) continue;
     const std::string ks = std::to_string(k);
     staged += " || k == " + ks;
-    stage += "    if (k == " + ks + ") reinterpret_cast<" + T(k) + "*>(tile)[slot] = p" + ks + "[off];\n";
+    tile += "    if (k == " + ks + ") return " + std::to_string(n_tiles++) + ";\n";
+    slot = std::max(slot, elem(s.in[k]));
+    stage_load += "    if (k == " + ks + ") " +
+                  (s.aligned[k] ? "r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off);\n"
+                                : "{\n#pragma unroll\n      for (int i = 0; i < V; ++i) r.x" + ks + ".v[i] = p" + ks +
+                                      "[off + i];\n    }\n");
+    stage_store += "    if (k == " + ks + ") {\n#pragma unroll\n      for (int i = 0; i < V; ++i) reinterpret_cast<" + T(k) +
+                   "*>(tile)[slot + i] = r.x" + ks + ".v[i];\n    }\n";
     rebase += "    if (k == " + ks + ") p" + ks + " = reinterpret_cast<const " + T(k) + "*>(tile);\n";
   }
-  // The tiled loop: staged inputs are copied into a shared-memory tile, then read from it.
+  src += "  static constexpr int kTiles = " + std::to_string(std::max(n_tiles, 1)) + ";\n";
+  src += "  static constexpr int kSlot = " + std::to_string(slot) + ";  // bytes a tile slot holds\n";
   src += "  static __device__ __forceinline__ constexpr bool staged(int k) { return " + staged + "; }\n";
-  src += "  template <class I> __device__ __forceinline__ void stage(int k, I off, int slot, unsigned char* tile) const {\n" +
-         stage + "  }\n";
+  src += "  static __device__ __forceinline__ constexpr int tile(int k) {\n" + tile + "    return 0;\n  }\n";
   src += "  __device__ __forceinline__ void rebase(int k, const unsigned char* tile) {\n" + rebase + "  }\n";
   for (int k = 0; k < e.n_in; ++k) src += "  const " + T(k) + "* p" + std::to_string(k) + ";\n";
   src += "  " + TO + "* out;\n";
@@ -193,6 +203,22 @@ std::string ew_source_text(const EwSpec& s) {
       src += "#pragma unroll\n    for (int j = 0; j < V; ++j) r.x" + ks + ".v[j] = p" + ks + "[off[" + ks + "] + j];\n";
   }
   src += "  }\n";
+  src += "  template <int V, class I> __device__ __forceinline__ void stage_load(int k, I off, Regs<V>& r) const {\n" +
+         stage_load + "  }\n";
+  src += "  template <int V> __device__ __forceinline__ void stage_store(int k, const Regs<V>& r, int slot, "
+         "unsigned char* tile) const {\n" + stage_store + "  }\n";
+  // The tiled loop's groups: V elements `step` apart (a tile's pitch for a staged input).
+  src += "  template <int V, class I> __device__ __forceinline__ void fetch(const I* off, const I* step, Regs<V>& r) "
+         "const {\n";
+  for (int k = 0; k < e.n_in; ++k) {
+    const std::string ks = std::to_string(k);
+    if (s.aligned[k] && !s.staged[k])
+      src += "    r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off[" + ks + "]);\n";
+    else
+      src += "#pragma unroll\n    for (int i = 0; i < V; ++i) r.x" + ks + ".v[i] = p" + ks + "[off[" + ks + "] + i * step[" +
+             ks + "]];\n";
+  }
+  src += "  }\n";
   src += "  template <int V, class I> __device__ __forceinline__ void store(I i, const Regs<V>& r) const {\n";
   src += "    Vec<" + TO + ", V> y;\n#pragma unroll\n    for (int j = 0; j < V; ++j) y.v[j] = value(" + call_vec +
          ");\n";
@@ -208,7 +234,7 @@ std::vector<jit::KernelSource> EwSpec::sources() const {
   const bool tiled = std::find(staged.begin(), staged.end(), true) != staged.end();
   const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
                                            std::to_string(kEwUnroll) + ", " + idx + ">"
-                     : tiled   ? "tileops::ew::tiled_fwd<tileops::ew::Op, " + idx + ">"
+                     : tiled   ? "tileops::ew::tiled_fwd<tileops::ew::Op, " + idx + ", " + std::to_string(vec) + ">"
                      : vec > 1 ? "tileops::ew::strided_vec_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " +
                                      std::to_string(vec) + ", " + idx + ">"
                                : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx + ">";
@@ -374,8 +400,9 @@ class EwKernel final : public Kernel {
     const int rank = s_.rank;
     const int64_t steps = n / s_.vec;
     int64_t grid = std::clamp<int64_t>((steps + kEwThreads - 1) / kEwThreads, 1, int64_t{sm_count_} * 32);
-    if (std::find(s_.staged.begin(), s_.staged.end(), true) != s_.staged.end()) {  // tiled: one 32x32 tile a CTA step
-      const int64_t tiles = ((l.sizes[0] + kEwTile - 1) / kEwTile) * ((l.sizes[1] + kEwTile - 1) / kEwTile);
+    if (std::find(s_.staged.begin(), s_.staged.end(), true) != s_.staged.end()) {  // tiled: one square tile a CTA step
+      const int64_t side = int64_t{kEwTile} * s_.vec;
+      const int64_t tiles = ((l.sizes[0] + side - 1) / side) * ((l.sizes[1] + side - 1) / side);
       grid = std::clamp<int64_t>(tiles, 1, int64_t{sm_count_} * 32);
     }
     // Strides<RANK, kIn, IDX>: sizes, then each input's strides.
@@ -460,15 +487,28 @@ void plan_strided_vec(const EwOp& e, const OpCall& call, const EwLayout& l, EwPr
 }
 
 // Two dims where an input steps through the rows by 1 and the columns by more (a transposed
-// operand): one element a step would read it 32 rows apart per warp; the tiled loop stages it.
-bool plan_tiled(const EwOp& e, const EwLayout& l, EwProblem& q) {
+// operand): one element a step would read it 32 rows apart per warp; the tiled loop stages it. Even
+// sizes and an aligned output take 2 elements a thread: a staged input then loads 2 rows at once,
+// and another input 2 columns at once, as one access where its strides and start allow.
+bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem& q) {
   if (q.rank != 2 || l.sizes[0] < kEwTile || l.sizes[1] < kEwTile) return false;
   bool any = false;
   for (int k = 0; k < e.n_in; ++k) {
     q.staged[k] = l.strides[k][0] == 1 && l.strides[k][1] != 0 && l.strides[k][1] != 1;
     any = any || q.staged[k];
   }
-  return any;
+  if (!any) return false;
+  const auto aligned_to = [](const at::Tensor& t, int bytes) {
+    return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % bytes == 0;
+  };
+  if (l.sizes[0] % 2 != 0 || l.sizes[1] % 2 != 0 || !aligned_to(call.outputs[0], 2 * elem(q.out))) return true;
+  q.vec = 2;
+  for (int k = 0; k < e.n_in; ++k) {
+    const int64_t along = q.staged[k] ? l.strides[k][1] : l.strides[k][0];  // the stride that must keep pairs aligned
+    const bool unit = q.staged[k] ? l.strides[k][0] == 1 : l.strides[k][1] == 1;
+    q.aligned[k] = unit && along % 2 == 0 && aligned_to(call.inputs[k], 2 * elem(q.in[k]));
+  }
+  return true;
 }
 
 }  // namespace
@@ -516,7 +556,7 @@ EwProblem ew_problem(int index, const OpCall& call) {
   } else {
     q.rank = static_cast<int>(l.sizes.size());
     q.vec = 1;
-    if (!plan_tiled(e, l, q)) plan_strided_vec(e, call, l, q);
+    if (!plan_tiled(e, call, l, q)) plan_strided_vec(e, call, l, q);
   }
   // Params are checked (and converted) per call: a float Scalar for an integer compute type is refused here.
   unsigned char scratch[8];

@@ -27,7 +27,7 @@ namespace tileops::nvrtc {
 
 constexpr int kEwThreads = 256;
 constexpr int kEwUnroll = 4;
-constexpr int kEwTile = 32;     // the tiled loop's square tile (src/kernels/elementwise/elementwise.cuh tiled_fwd)
+constexpr int kEwTile = 32;     // the tiled loop's square tile at one element a thread (elementwise.cuh tiled_fwd)
 constexpr int kEwMaxRank = 6;  // collapsed ranks above this read contiguous copies (rare: 7+ broadcast dims)
 // 32-bit indexing below this many elements: every index, offset and grid-stride step fits an int.
 constexpr int64_t kEwInt32Limit = int64_t{1} << 30;
@@ -53,11 +53,12 @@ struct EwSpec {
   c10::ScalarType compute = c10::ScalarType::Undefined;  // the expression's type (float for 16-bit floats)
   int rank = 0;      // 0: the contiguous path; else the strided path over this many collapsed dims
                      // (the tiled loop when an input is staged)
-  int vec = 1;       // elements a thread step (strided path: > 1 when every inner stride is 0 or 1)
+  int vec = 1;       // elements a thread step (strided path: > 1 when every inner stride is 0 or 1;
+                     // tiled loop: 2 for even sizes)
   // Contiguous path: inputs read as one element; strided path with vec > 1: inner stride 0 (one
   // element held for a group of vec).
   std::array<bool, elementwise::kMaxInputs> one{};
-  std::array<bool, elementwise::kMaxInputs> aligned{};  // strided path with vec > 1: a vector load
+  std::array<bool, elementwise::kMaxInputs> aligned{};  // vec > 1: the input's vec elements are one vector load
   // Strided path over 2 dims (the tiled loop): the input steps through the rows by 1 and is read
   // through a shared-memory tile.
   std::array<bool, elementwise::kMaxInputs> staged{};
