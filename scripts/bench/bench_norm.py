@@ -415,15 +415,20 @@ def host_costs() -> dict:
     from tileops.norm import RMSNormFwdOp
     op = RMSNormFwdOp(64)
     raw = torch.ops.tileops.norm_rms_norm_fwd.default
+    raw_out = torch.ops.tileops.norm_rms_norm_fwd_out.default
+    tileops_add = torch.ops.tileops.elementwise_add_fwd.default
+    y = torch.empty_like(a)
     aten_add = torch.ops.aten.add.Tensor
-    return {
-        "torch.add": harness.host_us_per_call(lambda: torch.add(a, b)),
+    return harness.host_us_per_call({
+        "torch.add": lambda: torch.add(a, b),
         # The same ATen op through torch.ops, the Python path every tileops op takes.
-        "torch.ops.aten.add.Tensor": harness.host_us_per_call(lambda: aten_add(a, b)),
-        "tileops op (torch.ops...default)": harness.host_us_per_call(lambda: raw(a, w, [64])),
-        "tileops Op class": harness.host_us_per_call(lambda: op(a, w)),
-        "F.rms_norm eager": harness.host_us_per_call(lambda: torch.nn.functional.rms_norm(a, [64], w)),
-    }
+        "torch.ops.aten.add.Tensor": lambda: aten_add(a, b),
+        "tileops op (torch.ops...default)": lambda: raw(a, w, [64]),
+        "tileops op, out= given": lambda: raw_out(a, w, y, [64]),
+        "tileops add (torch.ops...default)": lambda: tileops_add(a, b),
+        "tileops Op class": lambda: op(a, w),
+        "F.rms_norm eager": lambda: torch.nn.functional.rms_norm(a, [64], w),
+    })
 
 
 def main():

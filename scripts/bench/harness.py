@@ -115,18 +115,22 @@ def print_table(title: str, rows: list[dict]) -> None:
               f"{r['vs_best_peer']:>7.2f}x")
 
 
-def host_us_per_call(fn, iters: int = 3000, rounds: int = 7) -> float:
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+def host_us_per_call(fns: dict, iters: int = 3000, rounds: int = 7) -> dict:
+    """Median host µs per call of each callable. Rounds interleave the callables, so a drift of the
+    machine's speed during the run moves them all alike and their ratios stay comparable."""
+    for fn in fns.values():
+        for _ in range(200):
             fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e6 / iters)
-    return statistics.median(samples)
+    torch.cuda.synchronize()
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - t0) * 1e6 / iters)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def provenance() -> dict:
