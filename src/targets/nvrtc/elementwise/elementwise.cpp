@@ -117,17 +117,6 @@ std::string EwSpec::describe() const {
 
 int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
 
-int ew_tile_bytes(const EwSpec& s, int per_thread) {
-  int staged = 0, slot = 1;
-  for (int k = 0; k < kOps[s.op].n_in; ++k)
-    if (s.staged[k]) {
-      ++staged;
-      slot = std::max(slot, elem(s.in[k]));
-    }
-  const int side = kEwTile * per_thread;
-  return staged * side * (side + 1) * slot;
-}
-
 std::string ew_source_text(const EwSpec& s) {
   const EwOp& e = kOps[s.op];
   const std::string C = compute_type_name(s.compute), TO = kernel_type_name(s.out);
@@ -513,7 +502,6 @@ bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem&
     return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % bytes == 0;
   };
   if (l.sizes[0] % 2 != 0 || l.sizes[1] % 2 != 0 || !aligned_to(call.outputs[0], 2 * elem(q.out))) return true;
-  if (ew_tile_bytes(q, 2) > kEwStaticSharedBytes) return true;  // e.g. two int64 inputs transposed
   q.vec = 2;
   for (int k = 0; k < e.n_in; ++k) {
     const int64_t along = q.staged[k] ? l.strides[k][1] : l.strides[k][0];  // the stride that must keep pairs aligned

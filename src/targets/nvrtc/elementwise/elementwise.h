@@ -80,12 +80,6 @@ c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10:
 std::string ew_source_text(const EwSpec& s);
 // The params an entry's `Op` struct holds (all but the select param), in order.
 int ew_value_params(const elementwise::EwOp& op);
-// Shared memory the tiled loop declares for a spec's staged inputs at `per_thread` elements a thread
-// (tiled_fwd: one (32P) x (32P + 1) tile of the widest staged type each).
-int ew_tile_bytes(const EwSpec& s, int per_thread);
-// What a kernel may declare statically: more needs dynamic shared memory and an opt-in (CUDA
-// programming guide), which ptxas does not check at compile time.
-constexpr int kEwStaticSharedBytes = 48 * 1024;
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 
