@@ -501,12 +501,14 @@ def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
     return lines, f"{var}_shape"
 
 
-def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str) -> list[str]:
+def emit_output_alloc(op: Op, env: Env, o: Output, var: str, options: str, meta: bool) -> list[str]:
     if o.dtype.kind == "union" and len(o.dtype.names) != 1:
         raise ValueError(f"{op.path}:{o.line}: {op.cls}: output '{o.name}' needs one dtype or same_as(input)")
     lines, shape = emit_shape(op, env, o, var)
-    # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (docs/CONTRACT.md §4).
-    lines.append(f"{var} = at::empty_symint({shape}, {options}.dtype({_dtype_expr(op, o)}));")
+    # torch.empty with the manifest's shape/dtype: contiguous, never empty_like (docs/CONTRACT.md §4);
+    # a boundary allocates CUDA outputs without a second trip through the dispatcher.
+    alloc = "at::empty_symint" if meta else "tileops::runtime::empty"
+    lines.append(f"{var} = {alloc}({shape}, {options}.dtype({_dtype_expr(op, o)}));")
     return lines
 
 
@@ -613,9 +615,10 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
                     body.append(f"tileops::check::require_out_like(kOp, out, {first.name}, {shape}, "
                                 f"{_dtype_expr(op, o)});")
                 else:
-                    body.append(f"{var} = out.is_contiguous() ? out : at::empty_symint(out.sym_sizes(), out.options());")
+                    body.append(f"{var} = out.is_contiguous() ? out : tileops::runtime::empty(out.sym_sizes(), "
+                                "out.options());")
                 continue
-            body += emit_output_alloc(op, env, o, var, f"{first.name}.options()")
+            body += emit_output_alloc(op, env, o, var, f"{first.name}.options()", meta)
         return body
 
     # Boundary (CUDA and CompositeExplicitAutograd): checks -> contiguous -> target -> kernel -> launch.
@@ -878,7 +881,7 @@ def emit_factory(op: Op, env: Env, branch: Branch) -> list[str]:
         body.append("}")
     for o in op.outputs:
         body.append(f"at::Tensor o_{o.name};")
-        body += emit_output_alloc(op, env, o, f"o_{o.name}", f"at::TensorOptions().device({dev})")
+        body += emit_output_alloc(op, env, o, f"o_{o.name}", f"at::TensorOptions().device({dev})", meta=False)
     body.append(f"const std::array<at::Tensor, {len(op.outputs)}> outs{{{', '.join('o_' + o.name for o in op.outputs)}}};")
     body.append(f"const std::array<tileops::ParamValue, {max(1, len(op.params))}> params{{"
                 f"{', '.join(param_value(p) for p in op.params) or 'tileops::ParamValue()'}}};")

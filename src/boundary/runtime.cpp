@@ -1,7 +1,11 @@
 #include "boundary/runtime.h"
 #include "boundary/abi_guard.h"
 
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
@@ -147,6 +151,21 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
   } catch (const std::exception& e) {
     TORCH_CHECK(false, call.op_name, " (target '", target->name, "'): ", e.what());
   }
+}
+
+at::Tensor empty(c10::SymIntArrayRef sizes, const at::TensorOptions& options) {
+  const c10::Device device = options.device();
+  if (device.is_cuda() && device.has_index()) {
+    if (const auto concrete = c10::asIntArrayRefSlowOpt(sizes)) {
+      // What at::empty's CUDA kernel does, less its dispatch: the caching allocator serves the
+      // current device, and the tensor carries the CUDA key.
+      const c10::cuda::CUDAGuard guard(device);
+      return at::detail::empty_generic(*concrete, c10::cuda::CUDACachingAllocator::get(),
+                                       c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                       c10::typeMetaToScalarType(options.dtype()), c10::MemoryFormat::Contiguous);
+    }
+  }
+  return at::empty_symint(sizes, options);
 }
 
 bool wants_grad(std::initializer_list<const at::Tensor*> inputs) {

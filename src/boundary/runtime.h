@@ -14,6 +14,10 @@ namespace tileops::runtime {
 // checks done -> resolve target -> identity -> cache lookup (-> build) -> launch.
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target);
 
+// A contiguous output (torch.empty's result). CUDA tensors of concrete sizes come straight from
+// the device's allocator, as ATen's own kernels allocate theirs; anything else goes through at::empty.
+at::Tensor empty(c10::SymIntArrayRef sizes, const at::TensorOptions& options);
+
 // Autograd guard: error when grad mode is on and an input requires grad (no silent graph drop).
 // `hint` (may be null) is appended, e.g. how to switch on a pairing the op has.
 void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs, const char* hint = nullptr);

@@ -137,6 +137,8 @@ def test_a_str_param_chooses_the_expression_and_the_output_dtype():
     reg = emit_cpp.emit_registration([op])
     both = ("(!mode.has_value() ? tileops::check::promote_int_to_float(tileops::check::promote({&a, &b})) : "
             "tileops::check::promote({&a, &b}))")
+    # the boundary allocates through the runtime (CUDA outputs skip a dispatch), the Meta kernel through ATen
+    assert f"tileops::runtime::empty(c10::SymIntArrayRef(s.broadcast), a.options().dtype({both}));" in reg
     assert f"at::empty_symint(c10::SymIntArrayRef(s.broadcast), a.options().dtype({both}));" in reg
     assert f'tileops::check::require_can_cast(kOp, "a", a, {both});' in reg
     assert ('if ((mode.has_value() && *mode == "floor")) tileops::check::require_result_dtype(kOp, "y", '

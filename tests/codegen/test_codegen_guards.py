@@ -24,7 +24,7 @@ def boundary(op, name):
 
 
 def first_work(text):
-    return min(i for i in (text.find(".contiguous()"), text.find("at::empty_symint"), text.find("invoke(")) if i >= 0)
+    return min(i for i in (text.find(".contiguous()"), text.find("runtime::empty("), text.find("invoke(")) if i >= 0)
 
 
 def test_written_inputs_are_checked_for_overlap_before_any_copy(golden):
@@ -67,7 +67,7 @@ def test_out_is_checked_before_any_allocation_and_its_grad_refused(golden):
 
 def test_outputs_are_size_checked_before_allocation(golden):
     body, _ = boundary(golden["SiluAndMulFwdOp"], "activation_silu_and_mul_fwd")
-    assert body.index("require_alloc_fits(kOp, \"output 'y'\"") < body.index("at::empty_symint")
+    assert body.index("require_alloc_fits(kOp, \"output 'y'\"") < body.index("tileops::runtime::empty(")
 
 
 def test_every_body_names_the_op_on_any_error(golden):
