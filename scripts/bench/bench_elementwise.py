@@ -1,9 +1,10 @@
 """Elementwise benchmarks on a GPU: the engine's kernels beside torch eager (ref_api), torch.compile
 of it and a device copy of the same bytes (every input read, the output written), per manifest
 workload of manifests/elementwise.yaml, plus, for a few binary ops, the layouts the engine plans
-differently: an outer broadcast ([4096, 1] + [1, 4096]), a transposed input, a 0-dim operand and a
-bias row. Each row also records its first call's time when that call compiled the kernel (an empty
-kernel cache: what a new op costs once). A benchmark, not a test.
+differently: an outer broadcast ([4096, 1] + [1, 4096]), a transposed input, a 0-dim operand, a
+bias row and a decode-sized call ([4, 8192] twice). Each row also records its first call's time
+when that call compiled the kernel (an empty kernel cache: what a new op costs once). A benchmark,
+not a test.
     python3 scripts/bench/bench_elementwise.py [--json out.json] [--quick] [--ops AddFwdOp,...]
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ def layouts(entry, wl):
         out.append(("transposed-input", lambda dt: [tensor(a, (4096, 4096), dt).t(), tensor(b, (4096, 4096), dt)]))
         out.append(("0-dim-operand", lambda dt: [tensor(a, (8192, 8192), dt), tensor(b, (), dt)]))
         out.append(("bias-row", lambda dt: [tensor(a, (8192, 8192), dt), tensor(b, (8192,), dt)]))
+        out.append(("decode-rows", lambda dt: [tensor(a, (4, 8192), dt), tensor(b, (4, 8192), dt)]))
     return out
 
 

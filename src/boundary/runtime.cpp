@@ -1,6 +1,7 @@
 #include "boundary/runtime.h"
 #include "boundary/abi_guard.h"
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
@@ -157,8 +158,9 @@ at::Tensor empty(c10::SymIntArrayRef sizes, const at::TensorOptions& options) {
   const c10::Device device = options.device();
   if (device.is_cuda() && device.has_index()) {
     if (const auto concrete = c10::asIntArrayRefSlowOpt(sizes)) {
-      // What at::empty's CUDA kernel does, less its dispatch: the caching allocator serves the
-      // current device, and the tensor carries the CUDA key.
+      // What at::empty's CUDA kernel does, less its dispatch: CUDA initialised (a factory op may be
+      // a process's first CUDA call), the caching allocator serving the current device, the CUDA key.
+      at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
       const c10::cuda::CUDAGuard guard(device);
       return at::detail::empty_generic(*concrete, c10::cuda::CUDACachingAllocator::get(),
                                        c10::DispatchKeySet(c10::DispatchKey::CUDA),

@@ -147,6 +147,21 @@ TEST(ElementwisePlan, TransposedInputGoesThroughTiles) {
   EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::strided_fwd<", 0), 0u) << s.sources()[0].name_expression;
 }
 
+TEST(ElementwiseLaunch, SmallCallsSpreadOverMoreSms) {
+  using tileops::nvrtc::ew_contiguous_threads;
+  // enough steps for a CTA of 256 threads x 4 on each of 132 SMs: full CTAs
+  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 1024, 132), 256);
+  EXPECT_EQ(ew_contiguous_threads(int64_t{1} << 24, 132), 256);
+  // 2048 x 4096 bf16 (1 M steps of 8): full CTAs
+  EXPECT_EQ(ew_contiguous_threads(int64_t{2048} * 4096 / 8, 132), 256);
+  // decode-sized calls: 4 x 8192 bf16 (4096 steps) took 4 CTAs of 256; now 32 of 32 threads
+  EXPECT_EQ(ew_contiguous_threads(4096, 132), 32);
+  EXPECT_EQ((4096 + 32 * 4 - 1) / (32 * 4), 32);
+  // between: a power of two that keeps about one CTA an SM
+  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 4 * 100, 132), 128);
+  EXPECT_EQ(ew_contiguous_threads(1, 132), 32);
+}
+
 TEST(ElementwisePlan, OddRowsStepOneElement) {
   const auto f = at::TensorOptions().dtype(c10::kFloat);
   EwSpec s = add_plan(at::empty({64, 5}, f), at::empty({5}, f));  // rows of 5: no group of 2 or 4 fits

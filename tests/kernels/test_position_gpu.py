@@ -4,6 +4,9 @@ independent float64 formulas and the reference target, access-width paths, write
 tokens, CUDA graph replay; the sinusoidal table and ALiBi slopes against their formulas; the
 composite in both styles. Skipped without a GPU (conftest)."""
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -14,6 +17,7 @@ from position.rope_formulas import CACHE_COMBOS, REFUSED_COMBOS, assert_rope_clo
 from tileops.position import QKNormRopeFwdOp, RopeNeoxFlatFwdOp, RopeNeoxFwdOp
 
 pytestmark = pytest.mark.gpu
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPS = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
        False: torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q}
 FLAT = {True: torch.ops.tileops.position_rope_neox_flat_fwd_writes_k_writes_q,
@@ -206,6 +210,19 @@ def test_alibi_matches_formula(num_heads):
     s = torch.ops.tileops.position_alibi_fwd(num_heads, "cuda")
     assert s.is_cuda and s.dtype == torch.float32
     torch.testing.assert_close(s.cpu(), torch.tensor(ref, dtype=torch.float64).float(), rtol=5e-7, atol=0)  # exp2f: <= 2 ulp
+
+
+def test_a_factory_op_may_be_the_first_cuda_call_of_a_process():
+    # its output is allocated on an indexed device before anything else has initialised CUDA
+    run = subprocess.run([sys.executable, "-c", "import torch, tileops; tileops.load(); "
+                          "s = torch.ops.tileops.position_alibi_fwd(8, torch.device('cuda:0')); "
+                          "print(s.device, s.cpu().tolist())"],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+    assert run.returncode == 0, run.stderr[-3000:]
+    device, values = run.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert device == "cuda:0"
+    assert eval(values) == pytest.approx([2.0 ** (-(i + 1)) for i in range(8)], rel=5e-7)
 
 
 @pytest.mark.parametrize("dtype,cache_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.float32),

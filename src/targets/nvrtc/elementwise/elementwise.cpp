@@ -115,7 +115,14 @@ std::string EwSpec::describe() const {
   return "elementwise(" + std::string(kOps[op].case_exprs[variant]) + ", " + name() + ")";
 }
 
+int ew_contiguous_threads(int64_t vecs, int sms) {
+  const int64_t full = static_cast<int64_t>(kEwThreads) * kEwUnroll;
+  if (sms <= 0 || (vecs + full - 1) / full >= sms) return kEwThreads;
+  return std::clamp(next_pow2((vecs + int64_t{kEwUnroll} * sms - 1) / (int64_t{kEwUnroll} * sms)), 32, kEwThreads);
+}
+
 int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
+
 
 std::string ew_source_text(const EwSpec& s) {
   const EwOp& e = kOps[s.op];
@@ -384,16 +391,17 @@ class EwKernel final : public Kernel {
         put_scalar(e, j, call.params[j], s_.compute, s_.out, call.op_name, op_bytes + 8 * (e.n_in + 1) + slot++ * csize);
     const int64_t n = y.numel();
     if (s_.rank == 0) {
-      const int64_t per_cta = static_cast<int64_t>(kEwThreads) * kEwUnroll;
+      const int threads = ew_contiguous_threads(n / s_.vec, sm_count_);
+      const int64_t per_cta = static_cast<int64_t>(threads) * kEwUnroll;
       const int64_t grid = std::max<int64_t>(1, (n / s_.vec + per_cta - 1) / per_cta);
       if (s_.index64) {
         long long nn = n;
         void* args[] = {op_bytes, &nn};
-        nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+        nvrtc::launch(k_, static_cast<unsigned>(grid), threads, 0, args);
       } else {
         int nn = static_cast<int>(n);
         void* args[] = {op_bytes, &nn};
-        nvrtc::launch(k_, static_cast<unsigned>(grid), kEwThreads, 0, args);
+        nvrtc::launch(k_, static_cast<unsigned>(grid), threads, 0, args);
       }
       return;
     }

@@ -80,6 +80,10 @@ c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10:
 std::string ew_source_text(const EwSpec& s);
 // The params an entry's `Op` struct holds (all but the select param), in order.
 int ew_value_params(const elementwise::EwOp& op);
+// Threads a CTA of the contiguous loop for `vecs` vector steps on `sms` SMs: kEwThreads, or fewer
+// (down to a warp) when kEwThreads would leave SMs idle, so a small call's loads spread over more
+// SMs instead of queueing on a few (each CTA still takes one chunk of threads x kEwUnroll steps).
+int ew_contiguous_threads(int64_t vecs, int sms);
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 
