@@ -159,6 +159,15 @@ TEST(SoftmaxStagedCompiles, ToCubinForSm90a) {
     }
 }
 
+TEST(SoftmaxPlan, StagedRowsLeaveRoomForThreeLongRowsAnSm) {
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 4096, false, 8, kStaged).tpb, 128);    // 8 KB: 4 vectors a thread
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 8192, false, 8, kStaged).tpb, 256);     // 16 KB: still 4
+  EXPECT_EQ(plan_softmax(c10::kBFloat16, 16384, false, 8, kStaged).tpb, 128);    // 32 KB: 16 a thread
+  const auto vocab = plan_softmax(c10::kBFloat16, 32000, false, 8, kStaged);     // 64 KB rows
+  EXPECT_EQ(vocab.tpb, 256);  // three CTAs an SM, as shared memory allows (at 1024 threads: two)
+  EXPECT_EQ(vocab.smem_bytes(), 64000);
+}
+
 TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 9), kCluster);  // lm-head logits on sm_90
   EXPECT_EQ(select_softmax(c10::kBFloat16, 128256, 8, 4, 8), kSplit);    // no clusters before sm_90

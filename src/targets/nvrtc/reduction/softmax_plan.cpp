@@ -101,7 +101,8 @@ SoftmaxSpec plan_softmax_as(SoftmaxImpl impl, const SoftmaxProblem& q, const Dev
   switch (impl) {
     case SoftmaxImpl::kCluster: plan_cluster(p, t); return p;
     case SoftmaxImpl::kStaged:
-      p.tpr = p.tpb = staged_row_threads(vecs, kT.staged_vpt, t);
+      p.tpr = p.tpb = staged_row_threads(
+          vecs, q.n * elem_size(q.dtype) >= kT.staged_long_row_bytes ? kT.staged_long_vpt : kT.staged_vpt, t);
       p.cache = true;
       return p;
     case SoftmaxImpl::kSplit:
