@@ -1,8 +1,9 @@
 // Softmax / log-softmax forward, staged rows (sm_90+, 16-byte accesses): same semantics as
 // softmax_fwd.cuh, one row per CTA, brought into shared memory by bulk asynchronous copies
-// (common/bulk_copy.cuh) in parts of TPB vectors; the (max, sum of exp) pass and the output pass
-// read shared memory. The register kernel stalls on its loads at low occupancy (docs/PERF.md): here
-// a CTA holds no loads in flight and few registers, so more rows are in flight an SM.
+// (common/bulk_copy.cuh) in parts of TPB vectors; one online (max, sum of exp) pass as parts land,
+// then the output pass, both from shared memory. The register kernel stalls on its loads at low
+// occupancy (docs/PERF.md): here a CTA holds no loads in flight and few registers, so more rows are
+// in flight an SM.
 // Grid: rows CTAs of TPB threads; dynamic shared memory N * sizeof(T) bytes.
 #pragma once
 #include "common/bulk_copy.cuh"
@@ -28,23 +29,11 @@ __global__ void __launch_bounds__(TPB) softmax_fwd_staged(const T* __restrict__ 
     const V* stage = stager.row();
     V* yr = reinterpret_cast<V*>(y + row * N);
 
-    float m = neg_inf();
+    float m = neg_inf(), s = 0.f;
     Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
       stager.wait(i);
-      const V v = stage[c];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) m = max_nan(m, to_float(v.v[j]));
+      online_add<T, VEC>(m, s, stage[c]);
     });
-    // Each thread reduces its vectors to (max, sum of exp(x - max)); one reduction of the pairs gives
-    // the row's (M, S), as in softmax_fwd.
-    float s = 0.f;
-    if (m != neg_inf()) {  // only -inf seen: adds nothing (and no -inf - -inf)
-      Stager::template for_each<kExact>(kVecs, [&](int i, int c) {
-        const V v = stage[c];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) s += fast_exp(to_float(v.v[j]) - m);
-      });
-    }
     const float2 ms = group_reduce<TPB>(make_float2(m, s), scratch_pair, CombineMaxSum{});
     const float M = ms.x, S = ms.y;
     const float inv_s = 1.f / S, log_s = LOG ? logf(S) : 0.f;
