@@ -99,6 +99,7 @@ WORKLOADS = {
     "fadd_2048x4096": lambda: _norm(2048, 4096, "fadd"),
     "fadd_compiled_2048x4096": lambda: _fused_add_compiled(2048, 4096),
     "softmax_4096x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_softmax_fwd(x, -1))(_bf16(4096, 4096)),
+    "softmax_8192x32000": lambda: (lambda x: lambda: torch.ops.tileops.reduction_softmax_fwd(x, -1))(_bf16(8192, 32000)),
     "softmax_4x128256": lambda: (lambda x: lambda: torch.ops.tileops.reduction_softmax_fwd(x, -1))(_bf16(4, 128256)),
     "gelu_8192x8192": lambda: _unary("gelu", "none"),
     "gelu_tanh_8192x8192": lambda: _unary("gelu", "tanh"),

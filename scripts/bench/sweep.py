@@ -6,7 +6,7 @@ setting; --list-tune prints the keys, their ranges and what they set):
       act_ctas_per_sm); --cluster: the cluster rows alone, with the fused add beside them;
   --norm: row-per-CTA and staged rows (RMSNorm, LayerNorm, fused add, softmax: rms_vecs_per_thread,
       softmax_vecs_per_thread, staged_min_row_bytes (a huge value turns staging off), staged_row_vpt);
-      --softmax: the softmax rows alone (4096x4096, the vocabulary row 8192x32000);
+      --softmax: the softmax rows alone (4096x4096, 4096x16384, the vocabulary row 8192x32000);
   --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]: norm_bwd_*), beside a copy of the
       op's 3*M*N elements.
     for b in 16384 32768; do TILEOPS_TUNE=cluster_cta_bytes=$b python3 scripts/bench/sweep.py; done
@@ -51,6 +51,7 @@ def norm_rows(ops, softmax_only: bool = False) -> list[str]:
         out.append(time_vs_copy(f"fadd(2x bytes) {m}x{n}", m, n,
                                 lambda x: ops.norm_fused_add_rms_norm_fwd_writes_residual(x, residual(x), w, [n])))
     out.append(time_vs_copy("softmax 4096x4096", 4096, 4096, lambda x: ops.reduction_softmax_fwd(x, -1)))
+    out.append(time_vs_copy("softmax 4096x16384", 4096, 16384, lambda x: ops.reduction_softmax_fwd(x, -1)))
     out.append(time_vs_copy("softmax 8192x32000", 8192, 32000, lambda x: ops.reduction_softmax_fwd(x, -1)))
     out.append(time_vs_copy("log_softmax 4096x4096", 4096, 4096, lambda x: ops.reduction_log_softmax_fwd(x, -1)))
     return out
