@@ -123,7 +123,6 @@ int ew_contiguous_threads(int64_t vecs, int sms) {
 
 int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
 
-
 std::string ew_source_text(const EwSpec& s) {
   const EwOp& e = kOps[s.op];
   const std::string C = compute_type_name(s.compute), TO = kernel_type_name(s.out);
