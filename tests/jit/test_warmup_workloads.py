@@ -80,4 +80,4 @@ def test_decode_and_prefill_workloads_plan_their_own_row_layouts():
     # Gemma form plan two kernels of the same row length.
     names = kernel_names(warmup.plan_workloads(("h200",), ("GemmaRMSNormFwdOp",)))
     n3584 = [k for k in names if "__n3584__" in k]
-    assert len(n3584) == 2 and any("_t256_" in k for k in n3584) and any("_t128_" in k for k in n3584), names
+    assert len(n3584) == 2 and any("_t256_" in k for k in n3584) and any("_t64_" in k for k in n3584), names

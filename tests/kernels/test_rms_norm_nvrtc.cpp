@@ -107,6 +107,22 @@ TEST(RmsNormPlan, ThreadsPerRowScaleWithTheRow) {
   EXPECT_FALSE(huge.cache);  // too long for registers: second pass re-reads
 }
 
+TEST(RmsNormPlan, UnevenRowsTakeHalfTheThreadsWhenThatSplitsThemEvenly) {
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 4096, true, 8).tpr, 128);        // 512 vectors, 4 a thread
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 3584, true, 8).tpr, 64);         // 448: 7 a thread, not 3.5
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 3584, true, 8, true).tpr, 64);   // the fused add too
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 5120, true, 8).tpr, 128);        // 640: 5 a thread, not 2.5
+  EXPECT_EQ(plan_rms_norm(c10::kHalf, 1000, true, 8).tpr, 32);             // 125: odd, stays uneven
+  EXPECT_EQ(plan_rms_norm(c10::kBFloat16, 2400, true, 8).tpr, 128);        // 300: 64 would not split it
+  EXPECT_EQ(plan_layer_norm(c10::kBFloat16, 3584, true, true, 8).tpr, 64);
+  // A float32 weight: the fused add halves, a lone row keeps 128 threads (it ran slower at 64).
+  auto f32w = [](RowNormOp op) {
+    return tileops::nvrtc::plan_row_norm(RowNormProblem{op, c10::kBFloat16, 3584, 8, true, false, true}, facts(9)).tpr;
+  };
+  EXPECT_EQ(f32w(RowNormOp::kFusedAddRmsNorm), 64);
+  EXPECT_EQ(f32w(RowNormOp::kRmsNorm), 128);
+}
+
 TEST(RmsNormPlan, NameIsReadableAndCarriesTheIdentity) {
   const auto p = plan_rms_norm(c10::kBFloat16, 4096, false, 8);
   const std::string name = kernel_name(p, "sm_90a");

@@ -25,6 +25,11 @@ void plan_row_per_cta(RowNormSpec& s, const RowNormProblem& q, bool cache, const
                          : (t.rms_vecs_per_thread ? t.rms_vecs_per_thread : kT.vecs_per_thread);
   const int64_t vecs = s.n / s.vec;
   s.tpr = std::min<int>(few ? 1024 : 256, next_pow2((vecs + target - 1) / target));
+  // A row the power-of-two threads split unevenly (3584 bf16: 448 vectors, 3.5 a thread) takes
+  // half the threads when they split it evenly, at most 8 vectors a thread; not a lone row with a
+  // float32 weight, which ran slower so (docs/PERF.md, "RMSNorm forward").
+  const bool halve = !few && !(q.float_weight && !fused(q.op)) && s.tpr > 32;
+  if (halve && vecs % s.tpr != 0 && vecs % (s.tpr / 2) == 0 && vecs / (s.tpr / 2) <= 8) s.tpr /= 2;
   if ((vecs + s.tpr - 1) / s.tpr > 8) s.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   s.rows = s.tpr > 32 ? 1 : 256 / s.tpr;
   s.cache = cache;
