@@ -12,7 +12,8 @@ import yaml
 
 import tileops
 import tileops.pool as pool_classes
-from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, call, params_for, reference, sample
+from support.pool_cases import (BY_STEM, POOLS, SIZES, WIDE_CASES, WIDE_LOAD_CASES, call, params_for, reference,
+                                sample)
 from support.graphs import GraphRecorder
 
 pytestmark = pytest.mark.gpu
@@ -116,6 +117,21 @@ def test_wide_windows_a_warp_an_output(stem, shape, params):
         if len(shape) == 4:
             cl = x.contiguous(memory_format=torch.channels_last)
             check(pool, call(pool, cl, params), cl, params)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("stem,shape,params", WIDE_LOAD_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_LOAD_CASES)])
+def test_vector_rows_of_max_pools(stem, shape, params, dtype):
+    """pool_fwd_max_wide's windows (one 16-byte vector a row for P outputs) exactly, and the same
+    call with x one element off 16-byte alignment (the element-load kernel)."""
+    pool = BY_STEM[stem]
+    x = sample(shape, dtype, "cuda", nan=True).contiguous()
+    check(pool, call(pool, x, params), x, params)
+    off = torch.empty(x.numel() + 1, device="cuda", dtype=dtype)[1:].view(shape)
+    off.copy_(x)
+    assert off.data_ptr() % 16 != 0
+    check(pool, call(pool, off, params), off, params)
 
 
 def test_wide_windows_share_one_kernel(counters):

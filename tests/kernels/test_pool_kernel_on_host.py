@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from support import host_kernel
-from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, params_for, reference, sample
+from support.pool_cases import BY_STEM, POOLS, SIZES, WIDE_CASES, WIDE_LOAD_CASES, params_for, reference, sample
 
 DRIVER = r"""
 #include <cstring>
@@ -293,3 +293,97 @@ def test_warp_kernel_matches_torch_on_host(warp_kernel, stem, shape, params, bit
     else:
         torch.testing.assert_close(y, expect, rtol=0, atol=0, equal_nan=True)
         assert torch.isnan(y).any()
+
+
+# pool_fwd_max_wide: float32 (2 outputs from a 4-element vector) and a 16-bit storage type with
+# bfloat16's bits (4 outputs from an 8-element vector), for the windows pool_wide_outputs admits.
+WIDE_LOAD_DRIVER = r"""
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+struct Dim { unsigned x; };
+static Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+float __shfl_xor_sync(unsigned, float, int);  // pool_fwd_warp's, not instantiated here
+#include "common/dtypes.cuh"
+namespace tileops {
+struct b16 { unsigned short bits; };  // bfloat16's bits: a max is one of its inputs, so no rounding
+inline float to_float(b16 v) { unsigned u = unsigned(v.bits) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+template <> inline b16 from_float<b16>(float f) { unsigned u; std::memcpy(&u, &f, 4); return b16{static_cast<unsigned short>(u >> 16)}; }
+}
+#include "pool/pool_fwd.cuh"
+using namespace tileops;
+template <typename T, typename I, int R, class W>
+void wide_grid(const void* x, void* y, long long total, const PoolGeometry* g) {
+  constexpr int P = 16 / sizeof(T) / W::stride(2);
+  const long long units = total == 0 ? 0 : total / g->out[2] * ((g->out[2] + P - 1) / P);
+  PoolDividers dv{};
+  for (int j = 0; j < 3; ++j) dv.out[j] = make_int_divider(static_cast<unsigned>(j == 2 ? (g->out[2] + P - 1) / P : g->out[j]));
+  blockDim.x = 3;  // 2 CTAs of 3 threads: most work items come from the grid-stride loop
+  gridDim.x = 2;
+  for (unsigned b = 0; b < gridDim.x; ++b)
+    for (unsigned t = 0; t < blockDim.x; ++t) {
+      blockIdx.x = b;
+      threadIdx.x = t;
+      pool_fwd_max_wide<T, I, R, W>(static_cast<const T*>(x), static_cast<T*>(y), units, *g, dv, 0, 0);
+    }
+}
+"""
+
+def wide_outputs(g, itemsize):
+    """pool_wide_outputs in pool.cpp, for an aligned x: the outputs a work item, or 0."""
+    v = 16 // itemsize
+    k, s, p, d = g.kernel[2], g.stride[2], g.pad[2], g.dil[2]
+    if d != 1 or s < 1 or v % s or v // s < 2 or k - p > s or p >= v or g.inn[2] % v:
+        return 0
+    return v // s
+
+
+def wide_load_cases():
+    """(pool, x float32, params, expected float32, geometry, window) of each case."""
+    out = []
+    for stem, shape, params in WIDE_LOAD_CASES:
+        pool = BY_STEM[stem]
+        torch.manual_seed(sum(shape))
+        x = sample(shape, torch.float32, nan=True).to(torch.bfloat16).float().contiguous()  # bfloat16's values
+        expect = reference(pool, x, params)
+        g = geometry(pool, x, params, expect.shape)
+        out.append((pool, x, params, expect, g, window_of(g)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def wide_kernel(tmp_path_factory):
+    entries = []
+    for i, (pool, x, params, expect, g, w) in enumerate(wide_load_cases()):
+        for itemsize, t in ((4, "float"), (2, "b16")):
+            if not wide_outputs(g, itemsize):
+                continue
+            for bits, index in ((32, "int"), (64, "long long")):
+                entries.append(f'extern "C" void wide{itemsize}_{bits}_{i}(const void* x, void* y, long long total, '
+                               f'const PoolGeometry* g) {{ wide_grid<{t}, {index}, {pool.rank}, '
+                               f'PoolWindow<{", ".join(map(str, w))}>>(x, y, total, g); }}')
+    return host_kernel.build(tmp_path_factory, "pool_wide_host", WIDE_LOAD_DRIVER + "\n".join(entries) + "\n",
+                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES})
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_wide_load_kernel_matches_torch_on_host(wide_kernel, dtype, bits):
+    checked = 0
+    for i, (pool, x, params, expect, g, w) in enumerate(wide_load_cases()):
+        p = wide_outputs(g, dtype.itemsize)
+        if not p:
+            continue
+        xs = x.to(dtype).contiguous()
+        assert xs.data_ptr() % 16 == 0
+        y = torch.full(expect.shape, 7.0, dtype=dtype)  # every output written over this
+        getattr(wide_kernel, f"wide{dtype.itemsize}_{bits}_{i}")(
+            ctypes.c_void_p(xs.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_longlong(y.numel()),
+            ctypes.byref(g))
+        torch.testing.assert_close(y.float(), expect, rtol=0, atol=0, equal_nan=True,
+                                   msg=f"{pool.stem} {tuple(x.shape)} {params} {dtype} (P={p})")
+        checked += 1
+    assert checked >= (9 if dtype == torch.bfloat16 else 6)

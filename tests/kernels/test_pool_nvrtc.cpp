@@ -53,6 +53,11 @@ std::vector<PoolProblem> all_problems() {
           out.push_back({dtype, rank, mode, false, bits, window_of(rank, {3}, {2}, {1}, {})});
           if (mode == PoolMode::Max && rank == 1) out.push_back({dtype, 1, mode, false, bits, window_of(1, {128}, {1}, {0}, {2})});
         }
+      // max pools whose neighbouring outputs read one 16-byte vector a row (pool_wide_outputs)
+      const int wide = 16 / static_cast<int>(c10::elementSize(dtype)) / 2;
+      for (int rank = 1; rank <= 3; ++rank)
+        out.push_back({dtype, rank, PoolMode::Max, false, bits, window_of(rank, {3}, {2}, {1}, {}), 0, wide});
+      out.push_back({dtype, 2, PoolMode::Max, false, bits, window_of(2, {2}, {2}, {0}, {}), 0, wide});
       // windows of 32+ taps in a row: 8, 16 or 32 lanes an output
       for (int rank = 1; rank <= 3; ++rank)
         for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits, {}, 4 << rank});
@@ -72,7 +77,8 @@ TEST_P(PoolCompiles, ToCubin) {
   const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
   ASSERT_GT(cubin.image.size(), 4u);
   EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-  EXPECT_NE(cubin.lowered_name.find(q.lanes ? "pool_fwd_warp" : "pool_fwd"), std::string::npos) << cubin.lowered_name;
+  EXPECT_NE(cubin.lowered_name.find(q.lanes ? "pool_fwd_warp" : q.wide ? "pool_fwd_max_wide" : "pool_fwd"),
+            std::string::npos) << cubin.lowered_name;
   EXPECT_NE(sources[0].name.find(arch), std::string::npos);
 }
 
@@ -80,7 +86,8 @@ std::string PoolCaseName(const ::testing::TestParamInfo<PoolCompiles::ParamType>
   const PoolProblem& q = std::get<0>(info.param);
   return std::string(q.adaptive ? "adaptive_" : "") + (q.mode == PoolMode::Avg ? "avg" : "max") +
          std::to_string(q.rank) + "d_" + tileops::nvrtc::short_type_name(q.dtype) + "_i" +
-         std::to_string(q.index_bits) + (q.window[0] ? "_k" + std::to_string(q.window[2]) : "") + (q.lanes ? "_g" + std::to_string(q.lanes) : "") + "_" +
+         std::to_string(q.index_bits) + (q.window[0] ? "_k" + std::to_string(q.window[2]) : "") + (q.lanes ? "_g" + std::to_string(q.lanes) : "") +
+         (q.wide ? "_s" + std::to_string(q.window[5]) + "w" + std::to_string(q.wide) : "") + "_" +
          std::get<1>(info.param);
 }
 
@@ -231,6 +238,45 @@ TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThread) {
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w}, h200).outputs_a_thread(), 1);
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32}, h200).outputs_a_thread(), 1);
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, true, 32}, h200).outputs_a_thread(), 1);
+}
+
+// The resnet stem's 3x3 / stride 2 / padding 1 and VGG's 2x2 / stride 2 read 4 16-bit outputs' taps
+// (2 float32 ones') from one 16-byte vector a row and the padding's elements before it.
+TEST(PoolWideOutputs, WhereTheWindowsOfAVectorsOutputsEndInsideIt) {
+  const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
+  auto wide = [](c10::ScalarType t, int64_t in, int k, int s, int p, int d = 1, PoolMode m = PoolMode::Max,
+                 bool aligned = true) {
+    const std::vector<int64_t> in_sizes{8, in, in}, out_sizes{8, 4, 4};
+    const auto g = tileops::nvrtc::pool_geometry(in_sizes, out_sizes, 2, {k}, {s}, {p}, {d});
+    return tileops::nvrtc::pool_wide_outputs(g, t, m, tileops::nvrtc::pool_small_window(g), aligned);
+  };
+  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1), 4);      // resnet stem
+  EXPECT_EQ(wide(c10::kBFloat16, 112, 3, 2, 1), 4);
+  EXPECT_EQ(wide(c10::kFloat, 112, 3, 2, 1), 2);
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 2, 0), 4);       // VGG block
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 1, 1), 8);       // stride 1, padded: 8 windows from 1 + 8 elements
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 1, 0), 0);       // unpadded: the 8th window ends past the vector
+  EXPECT_EQ(wide(c10::kHalf, 64, 3, 2, 0), 0);       // alexnet's 3x3 / 2 unpadded: a tap past the vector
+  EXPECT_EQ(wide(c10::kHalf, 64, 3, 1, 1), 0);       // 3 wide, stride 1: ends past the vector too
+  EXPECT_EQ(wide(c10::kHalf, 64, 8, 8, 0), 0);       // one output a vector: nothing shared
+  EXPECT_EQ(wide(c10::kHalf, 114, 3, 2, 1), 0);      // rows that are not whole vectors
+  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 2), 0);   // dilated
+  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 1, PoolMode::Avg), 0);
+  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 1, PoolMode::Max, false), 0);  // x not 16-byte aligned
+  EXPECT_EQ(wide(c10::kHalf, 512, 300, 2, 1), 0);    // not a window the code holds
+  const PoolWindowParams w = window_of(2, {3}, {2}, {1}, {1});
+  const PoolSpec s = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 4}, h200);
+  EXPECT_EQ(s.wide, 4);
+  EXPECT_EQ(s.outputs_a_thread(), 4);
+  EXPECT_EQ(tileops::nvrtc::pool_name(s), "max_pool2d_fwd__f16__i32__t256__w4__k3x3s2x2p1x1d1x1__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::pool_source(s).name_expression,
+            "tileops::pool_fwd_max_wide<tileops::f16, int, 2, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
+  EXPECT_EQ(tileops::nvrtc::pool_units(8 * 56 * 56, tileops::nvrtc::pool_geometry({8, 112, 112}, {8, 56, 56}, 2, {3},
+                                                                                   {2}, {1}, {}),
+                                       4),
+            8 * 56 * 14);
+  // a problem that is not a fixed-window max pool never takes it
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, {}, 0, 4}, h200).wide, 0);
 }
 
 TEST(PoolIndexBits, IntOnlyWhereNoIndexOrProductCanReach2To30) {

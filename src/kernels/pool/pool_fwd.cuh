@@ -1,8 +1,9 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
 // pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
-// a fixed window), grid-stride; pool_fwd_warp: 8 to 32 lanes an output, for windows of 32+ taps in
-// a row. Index math in I: long long, or int where the plan saw every index and product
+// a fixed window), grid-stride; pool_fwd_max_wide: max pools whose fixed window's neighbouring
+// outputs read one 16-byte vector of a row (the resnet stem's 3x3, stride 2); pool_fwd_warp: 8 to
+// 32 lanes an output, for windows of 32+ taps in a row. Index math in I: long long, or int where the plan saw every index and product
 // stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
 // multiply-high dividers made on the host (int_divider.cuh), not by divisions.
 // W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
@@ -307,6 +308,75 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       }
       y[idx] = from_float<T>(best);
     }
+  }
+}
+
+// Max pools with a fixed window W that slides along the last dim by S = W::stride(2) (dilation 1)
+// where P = V / S outputs span V elements (V: one 16-byte vector): a work item takes P neighbouring
+// outputs along the last dim. Their taps in an input row start PAD = W::pad(2) elements before the
+// aligned vector at P * S * (item's place in the row) and end inside it (K - PAD <= S), so a row
+// is PAD elements and one vector load (the plan checks x's and each row's 16-byte alignment). Taps
+// outside the input count as -inf: the same windows, NaN rule and empty-window result as pool_fwd.
+// Work items: ceil(out / P) a row (pool_units with P).
+template <typename T, typename I, int R, class W>
+__global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
+                                  PoolDividers dividers, int, long long) {
+  static_assert(R >= 1 && R <= 3, "pool_fwd_max_wide pools 1, 2 or 3 trailing dims");
+  constexpr int F = 3 - R;
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  constexpr int S = W::stride(2), K = W::kernel(2), PAD = W::pad(2);
+  constexpr int P = V / S;
+  static_assert(W::kFixed && W::dil(2) == 1 && P * S == V && K - PAD <= S && PAD < V,
+                "pool_fwd_max_wide: the P windows of a vector's outputs lie in PAD elements and the vector");
+  const float lowest = -__int_as_float(0x7f800000);
+  const PoolDims<I> g = pool_dims<I, W>(geometry);
+  I plane_size = 1;
+#pragma unroll
+  for (int j = F; j < 3; ++j) plane_size *= g.in[j];
+  const I row_units = (g.out[2] + P - 1) / P;
+  const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
+       idx += step_all) {
+    const PoolSite<I> s = pool_locate<I, R, kPoolMax, false, W, P>(idx, g, row_units, dividers);
+    const T* base = x + s.plane * plane_size;
+    const I in1 = g.in[1], in2 = g.in[2];
+    const I v0 = s.start[2] + PAD;  // the vector's first element: s.last * S, a multiple of V
+    const bool whole = v0 + V <= in2;  // else the row's last vector is cut short: element loads
+    float best[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) best[k] = lowest;
+#pragma unroll
+    for (int a = 0; a < W::kernel(0); ++a) {
+      const I ia = s.start[0] + a * W::dil(0);
+      if (F == 0 && (ia < 0 || ia >= g.in[0])) continue;
+#pragma unroll
+      for (int b = 0; b < W::kernel(1); ++b) {
+        const I ib = s.start[1] + b * W::dil(1);
+        if (F <= 1 && (ib < 0 || ib >= in1)) continue;
+        const T* row = base + (ia * in1 + ib) * in2;
+        float span[PAD + V];  // the row's elements v0 - PAD .. v0 + V - 1
+#pragma unroll
+        for (int j = 0; j < PAD; ++j) {
+          const I c = v0 - PAD + j;
+          span[j] = c >= 0 && c < in2 ? to_float(row[c]) : lowest;
+        }
+        if (whole) {
+          const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(row + v0);
+#pragma unroll
+          for (int j = 0; j < V; ++j) span[PAD + j] = to_float(v.v[j]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) span[PAD + j] = v0 + j < in2 ? to_float(row[v0 + j]) : lowest;
+        }
+#pragma unroll
+        for (int k = 0; k < P; ++k)
+#pragma unroll
+          for (int t = 0; t < K; ++t) best[k] = pool_max_nan(best[k], span[k * S + t]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (s.last + k < g.out[2]) y[s.first + k] = from_float<T>(best[k]);
   }
 }
 

@@ -92,8 +92,10 @@ struct PoolFamily {
   Problem problem(const OpCall& call) const {
     const PoolView v(call);
     const PoolGeometry g = args(call, rank).g;
+    const PoolWindowParams window = adaptive ? PoolWindowParams{} : pool_small_window(g);
+    const bool aligned = reinterpret_cast<uintptr_t>(v.input().const_data_ptr()) % 16 == 0;
     return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
-            adaptive ? PoolWindowParams{} : pool_small_window(g), pool_lanes(g, adaptive)};
+            window, pool_lanes(g, adaptive), pool_wide_outputs(g, v.input().scalar_type(), mode, window, aligned)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
@@ -190,6 +192,15 @@ int pool_lanes(const PoolGeometry& g, bool adaptive) {
   return taps < 32 ? 0 : taps <= 64 ? 8 : taps <= 256 ? 16 : 32;
 }
 
+int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, PoolMode mode, const PoolWindowParams& window,
+                      bool x_aligned) {
+  if (mode != PoolMode::Max || window[0] == 0 || !x_aligned) return 0;
+  const int v = 16 / static_cast<int>(c10::elementSize(dtype));
+  const int k = window[2], s = window[5], pad = window[8], dil = window[11];
+  if (dil != 1 || s < 1 || v % s != 0 || v / s < 2 || k - pad > s || pad >= v || g.in[2] % v != 0) return 0;
+  return v / s;
+}
+
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread) {
   if (out_numel == 0) return 0;
   return out_numel / g.out[2] * ((g.out[2] + per_thread - 1) / per_thread);
@@ -215,8 +226,10 @@ PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
   // a wide window: a warp an output, its window read from the call (one kernel for every size);
   // else a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
   if (q.lanes) return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch, {}, q.lanes};
-  return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
-                  q.adaptive ? PoolWindowParams{} : q.window, 0};
+  PoolSpec s{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
+             q.adaptive ? PoolWindowParams{} : q.window, 0};
+  s.wide = s.fixed_window() ? q.wide : 0;
+  return s;
 }
 
 namespace {
@@ -238,12 +251,12 @@ std::string window_tag(const PoolWindowParams& w, int rank) {
 }  // namespace
 
 size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes}) ^
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes, wide}) ^
          window_hash(window);
 }
 size_t PoolSpec::hash() const {
   return hash_words(
-             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes}) ^
+             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes, wide}) ^
          window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
@@ -251,6 +264,7 @@ std::string pool_name(const PoolSpec& s) {
   return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
          std::to_string(s.threads) + (s.lanes ? "__g" + std::to_string(s.lanes) : "") +
+         (s.wide ? "__w" + std::to_string(s.wide) : "") +
          (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
@@ -262,10 +276,13 @@ jit::KernelSource pool_source(const PoolSpec& s) {
   TORCH_CHECK(!(s.lanes && s.fixed_window()), "tileops: pool_fwd_warp reads its window from the call");
   TORCH_CHECK(s.lanes == 0 || s.lanes == 8 || s.lanes == 16 || s.lanes == 32,
               "tileops: pool_fwd_warp takes 8, 16 or 32 lanes an output");
-  std::string expr = std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") +
-                     kernel_type_name(s.dtype) + ", " + (s.index_bits == 32 ? "int" : "long long") + ", " +
-                     std::to_string(s.rank) + ", " + std::to_string(static_cast<int>(s.mode)) + ", " +
-                     (s.adaptive ? "true" : "false");
+  TORCH_CHECK(!s.wide || (s.fixed_window() && s.mode == PoolMode::Max),
+              "tileops: pool_fwd_max_wide takes max pools with a window in its code");
+  const std::string head = std::string(kernel_type_name(s.dtype)) + ", " + (s.index_bits == 32 ? "int" : "long long") +
+                           ", " + std::to_string(s.rank);
+  std::string expr = s.wide ? "tileops::pool_fwd_max_wide<" + head
+                            : std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + head + ", " +
+                                  std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false");
   if (s.lanes) expr += ", " + std::to_string(s.lanes);
   if (s.fixed_window()) {
     expr += ", tileops::PoolWindow<";
@@ -281,6 +298,7 @@ std::string PoolSpec::describe() const {
   return std::string("pool_fwd(") + (adaptive ? "adaptive " : "") + (mode == PoolMode::Avg ? "avg" : "max") +
          ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
          std::to_string(index_bits) + ", threads=" + std::to_string(threads) + (lanes ? ", " + std::to_string(lanes) + " lanes an output" : "") +
+         (wide ? ", " + std::to_string(wide) + " outputs from a 16-byte vector" : "") +
          (fixed_window() ? ", window=" + window_tag(window, rank) : "") + ")";
 }
 
