@@ -4,7 +4,8 @@
 // a row, pool_fwd_warp (8 to 32 lanes an output), and for max pools whose neighbouring outputs read
 // one 16-byte vector a row, pool_fwd_max_wide. The spec is (dtype, spatial rank, avg or max,
 // adaptive, index type, lanes an output, outputs from a vector, and a small window's
-// kernel/stride/padding/dilation, which the kernel's code then holds); sizes, a large window, count_include_pad and divisor_override are launch arguments.
+// kernel/stride/padding/dilation, which the kernel's code then holds); sizes, a large window,
+// count_include_pad and divisor_override are launch arguments.
 #pragma once
 
 #include <c10/core/ScalarType.h>
