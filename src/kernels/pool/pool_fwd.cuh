@@ -239,6 +239,22 @@ __device__ __forceinline__ long long pool_avg_divisor(long long count, long long
   return divisor_override != 0 ? divisor_override : count_include_pad ? padded : count;
 }
 
+// fn(idx, site, dims, plane_size) for each of this thread's work items (grid-stride), P outputs
+// along the last dim an item: the walk pool_fwd and pool_fwd_max_wide share.
+template <typename I, int R, int MODE, bool ADAPTIVE, class W, int P, class Fn>
+__device__ __forceinline__ void pool_items(const PoolGeometry& geometry, long long units, const PoolDividers& dividers,
+                                           Fn&& fn) {
+  const PoolDims<I> g = pool_dims<I, W>(geometry);
+  I plane_size = 1;
+#pragma unroll
+  for (int j = 3 - R; j < 3; ++j) plane_size *= g.in[j];
+  const I row_units = (g.out[2] + P - 1) / P;
+  const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
+       idx += step_all)
+    fn(idx, pool_locate<I, R, MODE, ADAPTIVE, W, P>(idx, g, row_units, dividers), g, plane_size);
+}
+
 // units: the outputs, or for a max pool with a fixed window the pairs of neighbouring
 // outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
 // the units a row.
@@ -250,15 +266,8 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
   constexpr int F = 3 - R;  // first dim used
   // two outputs a thread: the window's taps that both windows cover are loaded once
   constexpr int P = pool_outputs_a_thread<MODE, W>();
-  const PoolDims<I> g = pool_dims<I, W>(geometry);
-  I plane_size = 1;
-#pragma unroll
-  for (int j = F; j < 3; ++j) plane_size *= g.in[j];
-  const I row_units = (g.out[2] + P - 1) / P;
-  const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
-  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
-       idx += step_all) {
-    const PoolSite<I> s = pool_locate<I, R, MODE, ADAPTIVE, W, P>(idx, g, row_units, dividers);
+  pool_items<I, R, MODE, ADAPTIVE, W, P>(geometry, units, dividers, [&](I idx, const PoolSite<I>& s,
+                                                                        const PoolDims<I>& g, I plane_size) {
     const T* base = x + s.plane * plane_size;
     const I in1 = g.in[1], in2 = g.in[2];
     if constexpr (MODE == kPoolAvg) {
@@ -266,7 +275,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       const long long count = pool_avg_count<F>(s);
       if (count == 0) {  // no element of the input in the window: torch writes 0
         y[idx] = from_float<T>(0.f);
-        continue;
+        return;
       }
       if constexpr (W::kFixed) {
         // taps outside the input add nothing (the count above excludes them)
@@ -308,7 +317,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       }
       y[idx] = from_float<T>(best);
     }
-  }
+  });
 }
 
 // Max pools with a fixed window W that slides along the last dim by S = W::stride(2) (dilation 1)
@@ -329,15 +338,8 @@ __global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, lo
   static_assert(W::kFixed && W::dil(2) == 1 && P * S == V && K - PAD <= S && PAD < V,
                 "pool_fwd_max_wide: the P windows of a vector's outputs lie in PAD elements and the vector");
   const float lowest = -__int_as_float(0x7f800000);
-  const PoolDims<I> g = pool_dims<I, W>(geometry);
-  I plane_size = 1;
-#pragma unroll
-  for (int j = F; j < 3; ++j) plane_size *= g.in[j];
-  const I row_units = (g.out[2] + P - 1) / P;
-  const I step_all = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
-  for (I idx = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); idx < units;
-       idx += step_all) {
-    const PoolSite<I> s = pool_locate<I, R, kPoolMax, false, W, P>(idx, g, row_units, dividers);
+  pool_items<I, R, kPoolMax, false, W, P>(geometry, units, dividers, [&](I, const PoolSite<I>& s,
+                                                                        const PoolDims<I>& g, I plane_size) {
     const T* base = x + s.plane * plane_size;
     const I in1 = g.in[1], in2 = g.in[2];
     const I v0 = s.start[2] + PAD;  // the vector's first element: s.last * S, a multiple of V
@@ -377,7 +379,7 @@ __global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, lo
 #pragma unroll
     for (int k = 0; k < P; ++k)
       if (s.last + k < g.out[2]) y[s.first + k] = from_float<T>(best[k]);
-  }
+  });
 }
 
 // G lanes an output (8, 16 or 32), for windows of at least 32 taps in a row (pool_wide_window on the
