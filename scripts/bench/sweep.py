@@ -9,6 +9,8 @@ setting; --list-tune prints the keys, their ranges and what they set):
       --softmax: the softmax rows alone (4096x4096, 4096x16384, the vocabulary row 8192x32000);
   --bwd: RMSNormBwdOp / LayerNormBwdOp (dx and dweight[, dbias]: norm_bwd_*), beside a copy of the
       op's 3*M*N elements.
+  --ew: the elementwise engine's contiguous loop (Abs, Exp, Selu 8192x8192 bf16, Add 8192x8192 and
+      4x8192 with a fixed second operand: ew_unroll, ew_threads).
     for b in 16384 32768; do TILEOPS_TUNE=cluster_cta_bytes=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
@@ -76,6 +78,16 @@ def bwd_rows(ops) -> list[str]:
     return out
 
 
+def ew_rows(ops) -> list[str]:
+    out = [time_vs_copy(f"{name} 8192x8192", 8192, 8192, op) for name, op in
+           (("abs", ops.elementwise_abs_fwd), ("exp", ops.elementwise_exp_fwd), ("selu", ops.elementwise_selu_fwd))]
+    other = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)  # the same second operand each call
+    out.append(time_vs_copy("add 8192x8192", 8192, 8192, lambda x: ops.elementwise_add_fwd(x, other)))
+    small = torch.randn(4, 8192, device="cuda", dtype=torch.bfloat16)
+    out.append(time_vs_copy("add 4x8192", 4, 8192, lambda x: ops.elementwise_add_fwd(x, small)))
+    return out
+
+
 def main() -> None:
     lib = tileops.load()
     if "--list-tune" in sys.argv:
@@ -92,6 +104,9 @@ def main() -> None:
         return
     if "--norm" in sys.argv:
         print(f"[{knobs}]\n  " + "\n  ".join(norm_rows(ops)))
+        return
+    if "--ew" in sys.argv:
+        print(f"[{knobs}] " + " | ".join(ew_rows(ops)))
         return
     w = torch.randn(131072, device="cuda", dtype=torch.bfloat16)
     out = [time_vs_copy("rms 64x131072", 64, 131072, lambda x: ops.norm_rms_norm_fwd(x, w, [131072])),

@@ -347,4 +347,22 @@ TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
   EXPECT_NE(a.sources()[0].source.find(ew::kOps[0].expr), std::string::npos);
 }
 
+// The contiguous loop's unroll (a tuning knob) is part of the kernel's identity and code; a CTA never
+// takes more threads than the spec allows.
+TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  EwSpec s = spec_for(entry("AbsFwdOp"), c10::kHalf, 0, false);
+  const EwSpec base = s;
+  s.unroll = 2;
+  EXPECT_FALSE(s == base);
+  EXPECT_NE(s.name().find("__v8u2"), std::string::npos) << s.name();
+  EXPECT_EQ(base.name().find("u4"), std::string::npos) << base.name();  // the default keeps its name
+  const auto srcs = s.sources();
+  EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 2, int>"), std::string::npos)
+      << srcs[0].name_expression;
+  EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF"));
+  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{1} << 24, 132, 128, 2), 128);
+  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 2 * 50, 132, 128, 2), 64);
+}
+
 }  // namespace

@@ -25,6 +25,8 @@ struct Tuning {
   int norm_bwd_cta_threads = 0;      // norm backward: threads a CTA of short rows
   int norm_bwd_blocks_per_sm = 0;    // norm backward: CTAs an SM of the persistent grid
   int act_ctas_per_sm = 0;           // elementwise activations: grid cap, CTAs an SM
+  int ew_unroll = 0;                 // elementwise contiguous loop: vector steps a thread in flight
+  int ew_threads = 0;                // elementwise contiguous loop: most threads a CTA
   int norm_bwd_plain_reduce = 0;     // 1: the norm backward reduction is not a dependent launch (tests)
 
   bool operator==(const Tuning& o) const;

@@ -84,7 +84,7 @@ int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 bool EwSpec::operator==(const EwSpec& o) const {
   return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
          one == o.one && aligned == o.aligned && staged == o.staged && index64 == o.index64 && variant == o.variant &&
-         arch == o.arch;
+         unroll == o.unroll && cta_threads == o.cta_threads && arch == o.arch;
 }
 
 size_t EwSpec::hash() const {
@@ -94,7 +94,7 @@ size_t EwSpec::hash() const {
             static_cast<int64_t>(staged[k]) << (16 + k);
   return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
                      static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
-                     vec, ones, index64, variant}) ^
+                     vec, ones, index64, variant, unroll, cta_threads}) ^
          std::hash<std::string>()(arch);
 }
 
@@ -107,6 +107,7 @@ std::string EwSpec::name() const {
   n += std::string(short_type_name(out)) + "__c" + short_type_name(compute);
   n += rank == 0 ? "__v" + std::to_string(vec)
                  : "__r" + std::to_string(rank) + (vec > 1 ? "v" + std::to_string(vec) : std::string());
+  if (rank == 0 && unroll != kEwUnroll) n += "u" + std::to_string(unroll);
   if (e.select >= 0) n += "__m" + std::string(e.case_values[variant] ? e.case_values[variant] : "none");
   return n + (index64 ? "__i64" : "") + "__" + arch;
 }
@@ -115,10 +116,10 @@ std::string EwSpec::describe() const {
   return "elementwise(" + std::string(kOps[op].case_exprs[variant]) + ", " + name() + ")";
 }
 
-int ew_contiguous_threads(int64_t vecs, int sms) {
-  const int64_t full = static_cast<int64_t>(kEwThreads) * kEwUnroll;
-  if (sms <= 0 || (vecs + full - 1) / full >= sms) return kEwThreads;
-  return std::clamp(next_pow2((vecs + int64_t{kEwUnroll} * sms - 1) / (int64_t{kEwUnroll} * sms)), 32, kEwThreads);
+int ew_contiguous_threads(int64_t vecs, int sms, int max_threads, int unroll) {
+  const int64_t full = static_cast<int64_t>(max_threads) * unroll;
+  if (sms <= 0 || (vecs + full - 1) / full >= sms) return max_threads;
+  return std::clamp(next_pow2((vecs + int64_t{unroll} * sms - 1) / (int64_t{unroll} * sms)), 32, max_threads);
 }
 
 int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
@@ -239,7 +240,7 @@ std::vector<jit::KernelSource> EwSpec::sources() const {
   const std::string idx = index64 ? "long long" : "int";
   const bool tiled = std::find(staged.begin(), staged.end(), true) != staged.end();
   const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
-                                           std::to_string(kEwUnroll) + ", " + idx + ">"
+                                           std::to_string(unroll) + ", " + idx + ">"
                      : tiled   ? "tileops::ew::tiled_fwd<tileops::ew::Op, " + idx + ", " + std::to_string(vec) + ">"
                      : vec > 1 ? "tileops::ew::strided_vec_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " +
                                      std::to_string(vec) + ", " + idx + ">"
@@ -390,8 +391,8 @@ class EwKernel final : public Kernel {
         put_scalar(e, j, call.params[j], s_.compute, s_.out, call.op_name, op_bytes + 8 * (e.n_in + 1) + slot++ * csize);
     const int64_t n = y.numel();
     if (s_.rank == 0) {
-      const int threads = ew_contiguous_threads(n / s_.vec, sm_count_);
-      const int64_t per_cta = static_cast<int64_t>(threads) * kEwUnroll;
+      const int threads = ew_contiguous_threads(n / s_.vec, sm_count_, s_.cta_threads, s_.unroll);
+      const int64_t per_cta = static_cast<int64_t>(threads) * s_.unroll;
       const int64_t grid = std::max<int64_t>(1, (n / s_.vec + per_cta - 1) / per_cta);
       if (s_.index64) {
         long long nn = n;
@@ -440,9 +441,11 @@ struct EwFamily {
   int index;
 
   Problem problem(const OpCall& call) const { return ew_problem(index, call); }
-  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const {
     Spec s = q;
     s.arch = dev.arch;
+    if (s.rank == 0 && t.ew_unroll) s.unroll = t.ew_unroll;
+    if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
     return s;
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {

@@ -64,6 +64,9 @@ struct EwSpec {
   std::array<bool, elementwise::kMaxInputs> staged{};
   bool index64 = false;
   int variant = 0;  // the expression case the op's select param chose (elementwise::EwOp::case_exprs)
+  // Contiguous path: steps of VEC a thread in flight, and the most threads a CTA.
+  int unroll = kEwUnroll;
+  int cta_threads = kEwThreads;
   std::string arch;
 
   bool operator==(const EwSpec& o) const;
@@ -83,7 +86,7 @@ int ew_value_params(const elementwise::EwOp& op);
 // Threads a CTA of the contiguous loop for `vecs` vector steps on `sms` SMs: kEwThreads, or fewer
 // (down to a warp) when kEwThreads would leave SMs idle, so a small call's loads spread over more
 // SMs instead of queueing on a few (each CTA still takes one chunk of threads x kEwUnroll steps).
-int ew_contiguous_threads(int64_t vecs, int sms);
+int ew_contiguous_threads(int64_t vecs, int sms, int max_threads = kEwThreads, int unroll = kEwUnroll);
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 
