@@ -365,4 +365,23 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 2 * 50, 132, 128, 2), 64);
 }
 
+// A 16-bit output opens the for16 forms of expm1 and softplus in value() (elementwise.cuh); float32
+// keeps libdevice's; both compile.
+TEST(ElementwiseSpec, SixteenBitOutputsTakeTheFor16Forms) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  for (const char* cls : {"SeluFwdOp", "SoftplusFwdOp", "Expm1FwdOp"}) {
+    const int op = entry(cls);
+    ASSERT_GE(op, 0) << cls;
+    for (const c10::ScalarType dt : {c10::kHalf, c10::kBFloat16, c10::kFloat}) {
+      EwSpec s = spec_for(op, dt, 0, false);
+      s.compute = c10::kFloat;
+      const auto srcs = s.sources();
+      EXPECT_EQ(srcs[0].source.find("TILEOPS_EW_16BIT_RESULTS") != std::string::npos, dt != c10::kFloat)
+          << cls << " " << c10::toString(dt);
+      const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
+    }
+  }
+}
+
 }  // namespace

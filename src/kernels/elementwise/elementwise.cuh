@@ -187,6 +187,28 @@ template <class T> __device__ __forceinline__ T floor_divide(T a, T b) {
 __device__ __forceinline__ float softplus(float x, float beta, float threshold) {
   return x * beta > threshold ? x : ::log1pf(::expf(x * beta)) / beta;
 }
+// Forms for results rounded to float16 or bfloat16, whose half-ulp (2^-12, 2^-9 relative) dwarfs
+// float32's: the hardware's approximate exp2 / log2 with each function's cancellation handled, under
+// 2^-16 relative error (bounds below), instead of libdevice's accurate forms, which leave these ops
+// bound by arithmetic. A result may differ from torch's by one 16-bit ulp where the exact value lies
+// that close to a rounding boundary. value() of a kernel with a 16-bit output opens them with
+// TILEOPS_EW_16BIT_RESULTS.
+namespace for16 {
+// exp(x) - 1: the series to x^4 for |x| < 1/16 (error under x^4 / 120), else an exp less 1, which
+// keeps 2^-18 of a result of at least 0.06.
+__device__ __forceinline__ float expm1(float x) {
+  if (::fabsf(x) < 0.0625f) return x * (1.f + x * (0.5f + x * (0.16666667f + x * 0.041666668f)));
+  return __expf(x) - 1.f;
+}
+// log1p(exp(beta x)) / beta: log1p's series to t^3 for t = exp(beta x) < 2^-6 (error under t^3 / 4),
+// else the log of 1 + t, whose rounding is 2^-18 of a result of at least 2^-6.
+__device__ __forceinline__ float softplus(float x, float beta, float threshold) {
+  if (x * beta > threshold) return x;
+  const float t = __expf(x * beta);
+  return (t < 0.015625f ? t * (1.f - t * (0.5f - t * 0.33333334f)) : __logf(1.f + t)) / beta;
+}
+}  // namespace for16
+#define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus;
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.f + ::tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));

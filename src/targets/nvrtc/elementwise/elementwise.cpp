@@ -184,6 +184,7 @@ std::string ew_source_text(const EwSpec& s) {
       src += "    [[maybe_unused]] const C " + std::string(e.param_names[j]) + " = s" + std::to_string(slot++) + ";\n";
   // rounded(): an intermediate rounded as torch's kernels for 16-bit floats round it (div trunc)
   src += "    [[maybe_unused]] auto rounded = [](C v) { return cast<C>(cast<" + TO + ">(v)); };\n";
+  if (s.out == c10::ScalarType::Half || s.out == c10::ScalarType::BFloat16) src += "    TILEOPS_EW_16BIT_RESULTS\n";
   src += "    return cast<" + TO + ">(" + expr + ");\n  }\n";
   // The contiguous path: V elements a step per operand (one element for a broadcast single element).
   src += "  template <int V> struct Regs {\n";
