@@ -149,16 +149,16 @@ TEST(ElementwisePlan, TransposedInputGoesThroughTiles) {
 
 TEST(ElementwiseLaunch, SmallCallsSpreadOverMoreSms) {
   using tileops::nvrtc::ew_contiguous_threads;
-  // enough steps for a CTA of 256 threads x 4 on each of 132 SMs: full CTAs
-  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 1024, 132), 256);
-  EXPECT_EQ(ew_contiguous_threads(int64_t{1} << 24, 132), 256);
+  // enough steps for a CTA of 128 threads x 2 on each of 132 SMs: full CTAs
+  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 256, 132), 128);
+  EXPECT_EQ(ew_contiguous_threads(int64_t{1} << 24, 132), 128);
   // 2048 x 4096 bf16 (1 M steps of 8): full CTAs
-  EXPECT_EQ(ew_contiguous_threads(int64_t{2048} * 4096 / 8, 132), 256);
-  // decode-sized calls: 4 x 8192 bf16 (4096 steps) took 4 CTAs of 256; now 32 of 32 threads
+  EXPECT_EQ(ew_contiguous_threads(int64_t{2048} * 4096 / 8, 132), 128);
+  // decode-sized calls: 4 x 8192 bf16 (4096 steps) would be 16 CTAs of 128; 64 of 32 threads
   EXPECT_EQ(ew_contiguous_threads(4096, 132), 32);
-  EXPECT_EQ((4096 + 32 * 4 - 1) / (32 * 4), 32);
+  EXPECT_EQ((4096 + 32 * 2 - 1) / (32 * 2), 64);
   // between: a power of two that keeps about one CTA an SM
-  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 4 * 100, 132), 128);
+  EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 2 * 50, 132), 64);
   EXPECT_EQ(ew_contiguous_threads(1, 132), 32);
 }
 
@@ -353,12 +353,13 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   EwSpec s = spec_for(entry("AbsFwdOp"), c10::kHalf, 0, false);
   const EwSpec base = s;
-  s.unroll = 2;
+  s.unroll = 4;
   EXPECT_FALSE(s == base);
-  EXPECT_NE(s.name().find("__v8u2"), std::string::npos) << s.name();
-  EXPECT_EQ(base.name().find("u4"), std::string::npos) << base.name();  // the default keeps its name
+  EXPECT_NE(s.name().find("__v8u4"), std::string::npos) << s.name();
+  EXPECT_EQ(base.name().find("__v8u"), std::string::npos) << base.name();  // the default keeps its name
+  EXPECT_NE(base.sources()[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 2, int>"), std::string::npos);
   const auto srcs = s.sources();
-  EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 2, int>"), std::string::npos)
+  EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 4, int>"), std::string::npos)
       << srcs[0].name_expression;
   EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF"));
   EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{1} << 24, 132, 128, 2), 128);

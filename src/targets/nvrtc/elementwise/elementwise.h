@@ -25,8 +25,11 @@ struct OpCall;
 
 namespace tileops::nvrtc {
 
-constexpr int kEwThreads = 256;
-constexpr int kEwUnroll = 4;
+constexpr int kEwThreads = 256;  // strided and tiled loops
+// The contiguous loop: small CTAs of two vector steps a thread reach copy speed where 256 x 4 did
+// not, and keep enough loads in flight for expressions bound by arithmetic (docs/PERF.md).
+constexpr int kEwContiguousThreads = 128;
+constexpr int kEwUnroll = 2;
 constexpr int kEwTile = 32;     // the tiled loop's square tile at one element a thread (elementwise.cuh tiled_fwd)
 constexpr int kEwMaxRank = 6;  // collapsed ranks above this read contiguous copies (rare: 7+ broadcast dims)
 // 32-bit indexing below this many elements: every index, offset and grid-stride step fits an int.
@@ -66,7 +69,7 @@ struct EwSpec {
   int variant = 0;  // the expression case the op's select param chose (elementwise::EwOp::case_exprs)
   // Contiguous path: steps of VEC a thread in flight, and the most threads a CTA.
   int unroll = kEwUnroll;
-  int cta_threads = kEwThreads;
+  int cta_threads = kEwContiguousThreads;
   std::string arch;
 
   bool operator==(const EwSpec& o) const;
@@ -83,10 +86,10 @@ c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10:
 std::string ew_source_text(const EwSpec& s);
 // The params an entry's `Op` struct holds (all but the select param), in order.
 int ew_value_params(const elementwise::EwOp& op);
-// Threads a CTA of the contiguous loop for `vecs` vector steps on `sms` SMs: kEwThreads, or fewer
-// (down to a warp) when kEwThreads would leave SMs idle, so a small call's loads spread over more
-// SMs instead of queueing on a few (each CTA still takes one chunk of threads x kEwUnroll steps).
-int ew_contiguous_threads(int64_t vecs, int sms, int max_threads = kEwThreads, int unroll = kEwUnroll);
+// Threads a CTA of the contiguous loop for `vecs` vector steps on `sms` SMs: max_threads, or fewer
+// (down to a warp) when max_threads would leave SMs idle, so a small call's loads spread over more
+// SMs instead of queueing on a few (each CTA still takes one chunk of threads x unroll steps).
+int ew_contiguous_threads(int64_t vecs, int sms, int max_threads = kEwContiguousThreads, int unroll = kEwUnroll);
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 
