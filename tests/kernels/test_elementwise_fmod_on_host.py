@@ -12,38 +12,12 @@ import torch
 from support import host_kernel
 from support.elementwise_cases import modulo_pairs
 
-DRIVER = r"""
-#include <cmath>
-#include <cstring>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-#define __shared__ static
-#define __launch_bounds__(n)
-#define __align__(n) __attribute__((aligned(n)))
-struct Dim { unsigned x, y; };
-static Dim blockIdx, blockDim, gridDim, threadIdx;  // named by the kernels, which this test does not run
-inline void __syncthreads() {}
-inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
-#define __noinline__ __attribute__((noinline))
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
-float erfinvf(float);  // named by functions this test does not call
+DRIVER = host_kernel.ELEMENTWISE_WORDS + r"""
 #include "elementwise/elementwise.cuh"
 using namespace tileops::ew;
 extern "C" void run(int which, const float* a, const float* b, float* out, long long n) {
   for (long long i = 0; i < n; ++i)
     out[i] = which == 0 ? fmod(a[i], b[i]) : which == 1 ? remainder(a[i], b[i]) : floor_divide(a[i], b[i]);
-}
-"""
-DTYPES = """#pragma once
-namespace tileops {
-struct f16 { unsigned short bits; };
-struct bf16 { unsigned short bits; };
-float to_float(f16);
-float to_float(bf16);
-template <typename T> T from_float(float f);
 }
 """
 OPS = {0: "fmod", 1: "remainder", 2: "floor_divide"}
@@ -59,7 +33,7 @@ def exact_fmod(a, b):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    lib = host_kernel.build(tmp_path_factory, "fmod_host", DRIVER, {"common/dtypes.cuh": DTYPES},
+    lib = host_kernel.build(tmp_path_factory, "fmod_host", DRIVER, {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
                             flags=("-ffp-contract=off",))
     lib.run.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
     return lib

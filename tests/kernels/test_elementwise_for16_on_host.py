@@ -1,7 +1,8 @@
 """src/kernels/elementwise/elementwise.cuh's for16 forms (expm1, softplus for results rounded to
-float16 or bfloat16) compiled as host C++, every finite 16-bit input against torch's CPU result.
-__expf and __logf stand in as exp2 / log2 of the scaled argument, the rounding the hardware's forms
-start from (their own error, ~2^-22, stays inside the bound this test allows). A rounded result may
+float16 or bfloat16) compiled as host C++, every 16-bit input against the exact value (torch in
+float64). __expf and __logf stand in as exp2 / log2 of the scaled argument (support/host_kernel.py),
+the rounding the hardware's forms start from (their own error, ~2^-22, stays inside the bound this
+test allows). A rounded result may
 differ from torch's by one 16-bit ulp and only where the exact value lies within 2^-16 of a rounding
 boundary; the GPU kernels against torch on CUDA: test_elementwise_gpu.py. Needs a host C++ compiler
 (skipped without one)."""
@@ -13,26 +14,7 @@ import torch.nn.functional as F
 
 from support import host_kernel
 
-DRIVER = r"""
-#include <cmath>
-#include <cstring>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-#define __shared__ static
-#define __launch_bounds__(n)
-#define __align__(n) __attribute__((aligned(n)))
-#define __noinline__ __attribute__((noinline))
-struct Dim { unsigned x, y; };
-static Dim blockIdx, blockDim, gridDim, threadIdx;  // named by the kernels, which this test does not run
-inline void __syncthreads() {}
-inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
-inline float __expf(float x) { return std::exp2(x * 1.44269504f); }
-inline float __logf(float x) { return std::log2(x) * 0.693147181f; }
-float erfinvf(float);  // named by functions this test does not call
+DRIVER = host_kernel.ELEMENTWISE_WORDS + r"""
 #include "elementwise/elementwise.cuh"
 namespace ew = tileops::ew;
 extern "C" void run(int which, const float* x, float beta, float threshold, float* out, long long n) {
@@ -40,21 +22,12 @@ extern "C" void run(int which, const float* x, float beta, float threshold, floa
     out[i] = which == 0 ? ew::for16::expm1(x[i]) : ew::for16::softplus(x[i], beta, threshold);
 }
 """
-DTYPES = """#pragma once
-namespace tileops {
-struct f16 { unsigned short bits; };
-struct bf16 { unsigned short bits; };
-float to_float(f16);
-float to_float(bf16);
-template <typename T> T from_float(float f);
-}
-"""
 SOFTPLUS = [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0)]  # (beta, threshold)
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    lib = host_kernel.build(tmp_path_factory, "for16_host", DRIVER, {"common/dtypes.cuh": DTYPES},
+    lib = host_kernel.build(tmp_path_factory, "for16_host", DRIVER, {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
                             flags=("-ffp-contract=off",))
     lib.run.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_float, ctypes.c_float, ctypes.c_void_p,
                         ctypes.c_longlong]

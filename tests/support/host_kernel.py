@@ -28,6 +28,41 @@ template <int TPR, typename S, typename F> S group_reduce(S v, S* scratch, F com
 }
 """
 
+# CUDA words for src/kernels/elementwise/elementwise.cuh's device functions (its loops are not run):
+# a driver appends its own #include of the header and the functions it calls. __expf / __logf are
+# exp2 / log2 of the scaled argument, the rounding the hardware's approximate forms start from.
+ELEMENTWISE_WORDS = r"""
+#include <cmath>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__
+#define __shared__ static
+#define __launch_bounds__(n)
+#define __align__(n) __attribute__((aligned(n)))
+#define __noinline__ __attribute__((noinline))
+struct Dim { unsigned x, y; };
+static Dim blockIdx, blockDim, gridDim, threadIdx;  // named by the kernels, which these tests do not run
+inline void __syncthreads() {}
+inline float rsqrtf(float v) { return 1.f / std::sqrt(v); }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned i; std::memcpy(&i, &f, 4); return i; }
+inline float __expf(float x) { return std::exp2(x * 1.44269504f); }
+inline float __logf(float x) { return std::log2(x) * 0.693147181f; }
+float erfinvf(float);  // named by functions these tests do not call
+"""
+# common/dtypes.cuh's names for elementwise.cuh, whose float functions these tests call.
+ELEMENTWISE_DTYPES = """#pragma once
+namespace tileops {
+struct f16 { unsigned short bits; };
+struct bf16 { unsigned short bits; };
+float to_float(f16);
+float to_float(bf16);
+template <typename T> T from_float(float f);
+}
+"""
+
 # CUDA words for a kernel whose CTA runs as real threads, one CTA after another: barriers, float warp
 # shuffles (a CTA-wide exchange, so every thread of the CTA must shuffle together), and
 # run<TPB>(ctas, body). A driver adds its own #include of the kernel header after it.
