@@ -3,7 +3,8 @@
 // pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
 // a fixed window), grid-stride; pool_fwd_max_wide: max pools whose fixed window's neighbouring
 // outputs read one 16-byte vector of a row (the resnet stem's 3x3, stride 2); pool_fwd_warp: 8 to
-// 32 lanes an output, for windows of 32+ taps in a row. Index math in I: long long, or int where the plan saw every index and product
+// 32 lanes an output, for windows of 32+ taps in a row. Index math in I: long long, or int where
+// the plan saw every index and product
 // stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
 // multiply-high dividers made on the host (int_divider.cuh), not by divisions.
 // W: PoolWindow<...> bakes a small window's kernel, stride, padding and dilation into the code (taps
