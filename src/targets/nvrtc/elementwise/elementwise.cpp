@@ -546,7 +546,6 @@ EwProblem ew_problem(int index, const OpCall& call) {
   if (l.contiguous || static_cast<int>(l.sizes.size()) > kEwMaxRank) {
     q.rank = 0;
     int widest = elem(q.out);
-    uintptr_t bits = reinterpret_cast<uintptr_t>(y.const_data_ptr());
     for (int k = 0; k < e.n_in; ++k) {
       q.one[k] = l.contiguous && l.one[k];
       if (q.one[k]) continue;
@@ -561,7 +560,6 @@ EwProblem ew_problem(int index, const OpCall& call) {
           return false;
       return true;
     };
-    (void)bits;
     // Inputs read through contiguous copies (past kEwMaxRank) are freshly allocated: aligned.
     while (q.vec > 1 && !aligned(q.vec)) q.vec /= 2;
   } else {
