@@ -33,7 +33,8 @@ def exact_fmod(a, b):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    lib = host_kernel.build(tmp_path_factory, "fmod_host", DRIVER, {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
+    lib = host_kernel.build(tmp_path_factory, "fmod_host", DRIVER,
+                            {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
                             flags=("-ffp-contract=off",))
     lib.run.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
     return lib

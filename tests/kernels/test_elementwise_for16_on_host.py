@@ -2,10 +2,9 @@
 float16 or bfloat16) compiled as host C++, every 16-bit input against the exact value (torch in
 float64). __expf and __logf stand in as exp2 / log2 of the scaled argument (support/host_kernel.py),
 the rounding the hardware's forms start from (their own error, ~2^-22, stays inside the bound this
-test allows). A rounded result may
-differ from torch's by one 16-bit ulp and only where the exact value lies within 2^-16 of a rounding
-boundary; the GPU kernels against torch on CUDA: test_elementwise_gpu.py. Needs a host C++ compiler
-(skipped without one)."""
+test allows). A rounded result may differ from torch's by one 16-bit ulp and only where the exact
+value lies within 2^-16 of a rounding boundary; the GPU kernels against torch on CUDA:
+test_elementwise_gpu.py. Needs a host C++ compiler (skipped without one)."""
 import ctypes
 
 import pytest
@@ -27,7 +26,8 @@ SOFTPLUS = [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0)]  # (beta, threshold)
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    lib = host_kernel.build(tmp_path_factory, "for16_host", DRIVER, {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
+    lib = host_kernel.build(tmp_path_factory, "for16_host", DRIVER,
+                            {"common/dtypes.cuh": host_kernel.ELEMENTWISE_DTYPES},
                             flags=("-ffp-contract=off",))
     lib.run.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_float, ctypes.c_float, ctypes.c_void_p,
                         ctypes.c_longlong]
