@@ -1,9 +1,9 @@
 """src/kernels/elementwise/elementwise.cuh's for16 forms (expm1, softplus for results rounded to
 float16 or bfloat16) compiled as host C++, every 16-bit input against the exact value (torch in
 float64). __expf and __logf stand in as exp2 / log2 of the scaled argument (support/host_kernel.py),
-the rounding the hardware's forms start from (their own error, ~2^-22, stays inside the bound this
-test allows). A rounded result may differ from torch's by one 16-bit ulp and only where the exact
-value lies within 2^-16 of a rounding boundary; the GPU kernels against torch on CUDA:
+so this bounds the forms' own error (series truncation and roundings: 2^-16), not the hardware
+functions' (CUDA's bounds, elementwise.cuh); a rounded result may differ from the exact value's
+rounding only where it lies that close to a boundary. The GPU kernels against torch on CUDA:
 test_elementwise_gpu.py. Needs a host C++ compiler (skipped without one)."""
 import ctypes
 
@@ -21,7 +21,7 @@ extern "C" void run(int which, const float* x, float beta, float threshold, floa
     out[i] = which == 0 ? ew::for16::expm1(x[i]) : ew::for16::softplus(x[i], beta, threshold);
 }
 """
-SOFTPLUS = [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0)]  # (beta, threshold)
+SOFTPLUS = [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0), (-1.0, 20.0)]  # (beta, threshold)
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +80,13 @@ def test_softplus_rounds_as_the_exact_value(kernel, dtype, beta, threshold):
 
 def test_the_series_branches_are_taken_and_exact_enough(kernel):
     """Inputs on both sides of each form's switch (|x| = 1/16 for expm1, exp(x) = 2^-6 for softplus):
-    float32 results within 2^-17 of the exact value, which a plain exp(x) - 1 or log(1 + exp(x))
-    misses by far below the switch."""
+    float32 results within 2^-17 / 2^-16 of the exact value (a plain exp(x) - 1 or log(1 + exp(x))
+    misses by far below the switch)."""
     x = torch.linspace(-0.07, 0.07, 4097).float()
     got = run(kernel, 0, x)
     exact = torch.expm1(x.double())
     rel = ((got.double() - exact).abs() / exact.abs().clamp_min(1e-30))[exact != 0]
     assert rel.max() < 2.0 ** -17
-    naive = (torch.exp(x) - 1).double()
-    assert ((naive - exact).abs() / exact.abs().clamp_min(1e-30))[exact != 0].max() > 2.0 ** -17
     x = torch.linspace(-12.0, 0.0, 4097).float()  # exp(x) from 6e-6 to 1 across 2^-6 at x = -4.16
     got = run(kernel, 1, x)
     exact = F.softplus(x.double())
