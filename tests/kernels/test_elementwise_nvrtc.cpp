@@ -154,9 +154,8 @@ TEST(ElementwiseLaunch, SmallCallsSpreadOverMoreSms) {
   EXPECT_EQ(ew_contiguous_threads(int64_t{1} << 24, 132), 128);
   // 2048 x 4096 bf16 (1 M steps of 8): full CTAs
   EXPECT_EQ(ew_contiguous_threads(int64_t{2048} * 4096 / 8, 132), 128);
-  // decode-sized calls: 4 x 8192 bf16 (4096 steps) would be 16 CTAs of 128; 64 of 32 threads
+  // decode-sized calls: 4 x 8192 bf16 (4096 steps) would be 16 CTAs of 128; 64 CTAs of 32 threads
   EXPECT_EQ(ew_contiguous_threads(4096, 132), 32);
-  EXPECT_EQ((4096 + 32 * 2 - 1) / (32 * 2), 64);
   // between: a power of two that keeps about one CTA an SM
   EXPECT_EQ(ew_contiguous_threads(int64_t{132} * 2 * 50, 132), 64);
   EXPECT_EQ(ew_contiguous_threads(1, 132), 32);
@@ -348,7 +347,7 @@ TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
 }
 
 // The contiguous loop's unroll (a tuning knob) is part of the kernel's identity and code; a CTA never
-// takes more threads than the spec allows.
+// takes more threads than the spec allows, and the spec's threads and steps size it.
 TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   EwSpec s = spec_for(entry("AbsFwdOp"), c10::kHalf, 0, false);
@@ -362,8 +361,15 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 4, int>"), std::string::npos)
       << srcs[0].name_expression;
   EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF"));
-  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{1} << 24, 132, 128, 2), 128);
-  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 2 * 50, 132, 128, 2), 64);
+  // other threads and steps (TILEOPS_TUNE=ew_threads=256,ew_unroll=4): the CTA sizing follows them
+  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 1024, 132, 256, 4), 256);
+  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 4 * 100, 132, 256, 4), 128);
+  EXPECT_EQ(tileops::nvrtc::ew_contiguous_threads(int64_t{132} * 4 * 100, 132), 128);  // 128 x 2: full
+  // the most threads a CTA is launch-only but part of the identity, and named when not the default
+  EwSpec t = base;
+  t.cta_threads = 64;
+  EXPECT_FALSE(t == base);
+  EXPECT_NE(t.name().find("__v8t64"), std::string::npos) << t.name();
 }
 
 // A 16-bit output opens the for16 forms of expm1 and softplus in value() (elementwise.cuh); float32

@@ -108,6 +108,7 @@ std::string EwSpec::name() const {
   n += rank == 0 ? "__v" + std::to_string(vec)
                  : "__r" + std::to_string(rank) + (vec > 1 ? "v" + std::to_string(vec) : std::string());
   if (rank == 0 && unroll != kEwUnroll) n += "u" + std::to_string(unroll);
+  if (rank == 0 && cta_threads != kEwContiguousThreads) n += "t" + std::to_string(cta_threads);
   if (e.select >= 0) n += "__m" + std::string(e.case_values[variant] ? e.case_values[variant] : "none");
   return n + (index64 ? "__i64" : "") + "__" + arch;
 }

@@ -26,8 +26,8 @@ struct OpCall;
 namespace tileops::nvrtc {
 
 constexpr int kEwThreads = 256;  // strided and tiled loops
-// The contiguous loop: small CTAs of two vector steps a thread reach copy speed where 256 x 4 did
-// not, and keep enough loads in flight for expressions bound by arithmetic (docs/PERF.md).
+// The contiguous loop: small CTAs of two vector steps a thread reach copy speed and keep enough
+// loads in flight for expressions bound by arithmetic (docs/PERF.md, "Elementwise engine").
 constexpr int kEwContiguousThreads = 128;
 constexpr int kEwUnroll = 2;
 constexpr int kEwTile = 32;     // the tiled loop's square tile at one element a thread (elementwise.cuh tiled_fwd)
