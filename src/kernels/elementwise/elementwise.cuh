@@ -208,8 +208,21 @@ __device__ __forceinline__ float softplus(float x, float beta, float threshold) 
   const float t = __expf(x * beta);
   return (t < 0.015625f ? t * (1.f - t * (0.5f - t * 0.33333334f)) : __logf(1.f + t)) / beta;
 }
+// floor(a / b) for operands of float16 or bfloat16 values (at most 11 significant bits each): a true
+// quotient q that is not an integer lies farther than 2^-11 * min(1, |q|) from every nonzero integer,
+// and the rounded a / b at most |q| * 2^-24 from q (keeping its sign), so below |q| = 2^13 the floor
+// of the rounded quotient is the true floor, which is torch's result. A zero (or underflowed) or
+// larger quotient, a zero or infinite b and NaNs take the general form.
+__device__ __forceinline__ float floor_divide(float a, float b) {
+  const float q = a / b;
+  if (::fabsf(q) < 8192.f && q != 0.f) return ::floorf(q);
+  return ew::floor_divide(a, b);
+}
 }  // namespace for16
 #define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus;
+// value() of a kernel whose tensor operands are all float16 or bfloat16 opens these (the manifest's
+// expressions apply them to the operands themselves).
+#define TILEOPS_EW_16BIT_OPERANDS using for16::floor_divide;
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.f + ::tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));

@@ -186,6 +186,10 @@ std::string ew_source_text(const EwSpec& s) {
   // rounded(): an intermediate rounded as torch's kernels for 16-bit floats round it (div trunc)
   src += "    [[maybe_unused]] auto rounded = [](C v) { return cast<C>(cast<" + TO + ">(v)); };\n";
   if (s.out == c10::ScalarType::Half || s.out == c10::ScalarType::BFloat16) src += "    TILEOPS_EW_16BIT_RESULTS\n";
+  bool operands16 = e.n_in > 0;
+  for (int k = 0; k < e.n_in; ++k)
+    operands16 = operands16 && (s.in[k] == c10::ScalarType::Half || s.in[k] == c10::ScalarType::BFloat16);
+  if (operands16) src += "    TILEOPS_EW_16BIT_OPERANDS\n";
   src += "    return cast<" + TO + ">(" + expr + ");\n  }\n";
   // The contiguous path: V elements a step per operand (one element for a broadcast single element).
   src += "  template <int V> struct Regs {\n";
