@@ -81,3 +81,23 @@ def test_decode_and_prefill_workloads_plan_their_own_row_layouts():
     names = kernel_names(warmup.plan_workloads(("h200",), ("GemmaRMSNormFwdOp",)))
     n3584 = [k for k in names if "__n3584__" in k]
     assert len(n3584) == 2 and any("_t256_" in k for k in n3584) and any("_t64_" in k for k in n3584), names
+
+
+def test_pool_workloads_of_vector_rows_plan_the_wide_kernel():
+    # Windows whose neighbouring outputs share one 16-byte vector of a row (rows of whole vectors,
+    # kernel - padding - stride below a vector; large calls where windows share no tap) take
+    # pool_fwd_wide, a "__w<P>" kernel; the others the thread-an-output kernel.
+    names = kernel_names(warmup.plan_workloads(("h200",), ("AvgPool1dFwdOp", "AvgPool2dFwdOp", "AvgPool3dFwdOp")))
+    wide = sorted(k for k in names if "__w" in k)
+    assert any(k.startswith("avg_pool1d_fwd__f16__i32__t256__w4__k3s2p1d1__") for k in wide), names  # audio-downsample
+    assert any(k.startswith("avg_pool1d_fwd__f16__i32__t256__w2__k5s4p2d1__") for k in wide), names  # long-temporal
+    assert any(k.startswith("avg_pool1d_fwd__bf16__i32__t256__w4__k4s2p1d1__") for k in wide), names  # ceil, a tap past
+    assert any(k.startswith("avg_pool2d_fwd__f16__i32__t256__w4__k3x3s2x2p1x1d1x1__") for k in wide), names
+    # rows of 57 and 22 elements are not whole vectors
+    assert any(k.startswith("avg_pool2d_fwd__bf16__") and "__w" not in k for k in names), names
+    assert not any(k.startswith("avg_pool3d_fwd__bf16__") and "__w" in k for k in names), names
+    # 2x2x2 / 2 windows share no tap: 50176 work items of 4 outputs are too few (video-2x2x2), where
+    # VGG's 2x2 / 2 max pool has 802816
+    assert any(k.startswith("avg_pool3d_fwd__f16__i32__t256__k2x2x2s2x2x2p0x0x0d1x1x1__") for k in names), names
+    max2 = kernel_names(warmup.plan_workloads(("h200",), ("MaxPool2dFwdOp",)))
+    assert any(k.startswith("max_pool2d_fwd__f16__i32__t256__w4__k2x2s2x2p0x0d1x1__") for k in max2), max2

@@ -12,8 +12,8 @@ import yaml
 
 import tileops
 import tileops.pool as pool_classes
-from support.pool_cases import (BY_STEM, POOLS, SIZES, WIDE_CASES, WIDE_LOAD_CASES, call, params_for, reference,
-                                sample)
+from support.pool_cases import (BY_STEM, POOLS, SIZES, WIDE_CASES, WIDE_LOAD_CASES, WIDE_LOAD_LARGE, call, params_for,
+                                reference, sample)
 from support.graphs import GraphRecorder
 
 pytestmark = pytest.mark.gpu
@@ -120,13 +120,13 @@ def test_wide_windows_a_warp_an_output(stem, shape, params):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
-@pytest.mark.parametrize("stem,shape,params", WIDE_LOAD_CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_LOAD_CASES)])
-def test_vector_rows_of_max_pools(stem, shape, params, dtype):
-    """pool_fwd_max_wide's windows (one 16-byte vector a row for P outputs) exactly, and the same
-    call with x one element off 16-byte alignment (the element-load kernel)."""
+@pytest.mark.parametrize("stem,shape,params", WIDE_LOAD_CASES + WIDE_LOAD_LARGE,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(WIDE_LOAD_CASES + WIDE_LOAD_LARGE)])
+def test_vector_rows(stem, shape, params, dtype):
+    """pool_fwd_wide's windows (one 16-byte vector a row for P outputs; max exactly, avg within the
+    dtype's rounding), and the same call with x one element off 16-byte alignment (pool_fwd)."""
     pool = BY_STEM[stem]
-    x = sample(shape, dtype, "cuda", nan=True).contiguous()
+    x = sample(shape, dtype, "cuda", nan=pool.kind != "avg").contiguous()
     check(pool, call(pool, x, params), x, params)
     off = torch.empty(x.numel() + 1, device="cuda", dtype=dtype)[1:].view(shape)
     off.copy_(x)
@@ -222,7 +222,7 @@ def test_build_keys(counters):
     call(avg, x, {"kernel_size": 2})
     assert counters()["kernel_builds"] == 1
     # sizes, ceil_mode, count_include_pad and divisor_override are launch arguments: the same kernel
-    call(avg, torch.randn(5, 7, 9, 31, device="cuda", dtype=torch.float16),
+    call(avg, torch.randn(5, 7, 9, 40, device="cuda", dtype=torch.float16),  # rows of whole vectors, as x's
          {"kernel_size": 2, "ceil_mode": True, "count_include_pad": False, "divisor_override": 2})
     assert counters()["kernel_builds"] == 1
     call(avg, x, {"kernel_size": 3, "padding": 1})  # a small window is in the code: a kernel of its own

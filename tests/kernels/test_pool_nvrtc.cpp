@@ -53,11 +53,15 @@ std::vector<PoolProblem> all_problems() {
           out.push_back({dtype, rank, mode, false, bits, window_of(rank, {3}, {2}, {1}, {})});
           if (mode == PoolMode::Max && rank == 1) out.push_back({dtype, 1, mode, false, bits, window_of(1, {128}, {1}, {0}, {2})});
         }
-      // max pools whose neighbouring outputs read one 16-byte vector a row (pool_wide_outputs)
+      // pools whose neighbouring outputs read one 16-byte vector a row (pool_wide_outputs), one of
+      // them with a tap past the vector (4 wide, padding 1)
       const int wide = 16 / static_cast<int>(c10::elementSize(dtype)) / 2;
-      for (int rank = 1; rank <= 3; ++rank)
-        out.push_back({dtype, rank, PoolMode::Max, false, bits, window_of(rank, {3}, {2}, {1}, {}), 0, wide});
-      out.push_back({dtype, 2, PoolMode::Max, false, bits, window_of(2, {2}, {2}, {0}, {}), 0, wide});
+      for (auto mode : {PoolMode::Avg, PoolMode::Max}) {
+        for (int rank = 1; rank <= 3; ++rank)
+          out.push_back({dtype, rank, mode, false, bits, window_of(rank, {3}, {2}, {1}, {}), 0, wide});
+        out.push_back({dtype, 2, mode, false, bits, window_of(2, {2}, {2}, {0}, {}), 0, wide});
+        out.push_back({dtype, 1, mode, false, bits, window_of(1, {4}, {2}, {1}, {}), 0, wide});
+      }
       // windows of 32+ taps in a row: 8, 16 or 32 lanes an output
       for (int rank = 1; rank <= 3; ++rank)
         for (auto mode : {PoolMode::Avg, PoolMode::Max}) out.push_back({dtype, rank, mode, false, bits, {}, 4 << rank});
@@ -77,7 +81,7 @@ TEST_P(PoolCompiles, ToCubin) {
   const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
   ASSERT_GT(cubin.image.size(), 4u);
   EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF"));
-  EXPECT_NE(cubin.lowered_name.find(q.lanes ? "pool_fwd_warp" : q.wide ? "pool_fwd_max_wide" : "pool_fwd"),
+  EXPECT_NE(cubin.lowered_name.find(q.lanes ? "pool_fwd_warp" : q.wide ? "pool_fwd_wide" : "pool_fwd"),
             std::string::npos) << cubin.lowered_name;
   EXPECT_NE(sources[0].name.find(arch), std::string::npos);
 }
@@ -241,28 +245,36 @@ TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThread) {
 }
 
 // The resnet stem's 3x3 / stride 2 / padding 1 and VGG's 2x2 / stride 2 read 4 16-bit outputs' taps
-// (2 float32 ones') from one 16-byte vector a row and the padding's elements before it.
-TEST(PoolWideOutputs, WhereTheWindowsOfAVectorsOutputsEndInsideIt) {
+// (2 float32 ones') from one 16-byte vector a row, the padding's elements before it and, for windows
+// longer than padding + stride, fewer than a vector's elements after it; avg and max alike.
+TEST(PoolWideOutputs, WhereTheWindowsOfAVectorsOutputsLieAroundIt) {
   const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
-  auto wide = [](c10::ScalarType t, int64_t in, int k, int s, int p, int d = 1, PoolMode m = PoolMode::Max,
-                 bool aligned = true) {
+  auto wide = [](c10::ScalarType t, int64_t in, int k, int s, int p, int d = 1, bool aligned = true,
+                 int64_t outputs = int64_t{1} << 20) {
     const std::vector<int64_t> in_sizes{8, in, in}, out_sizes{8, 4, 4};
     const auto g = tileops::nvrtc::pool_geometry(in_sizes, out_sizes, 2, {k}, {s}, {p}, {d});
-    return tileops::nvrtc::pool_wide_outputs(g, t, m, tileops::nvrtc::pool_small_window(g), aligned);
+    return tileops::nvrtc::pool_wide_outputs(g, t, tileops::nvrtc::pool_small_window(g), aligned, outputs);
   };
   EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1), 4);      // resnet stem
   EXPECT_EQ(wide(c10::kBFloat16, 112, 3, 2, 1), 4);
   EXPECT_EQ(wide(c10::kFloat, 112, 3, 2, 1), 2);
   EXPECT_EQ(wide(c10::kHalf, 64, 2, 2, 0), 4);       // VGG block
   EXPECT_EQ(wide(c10::kHalf, 64, 2, 1, 1), 8);       // stride 1, padded: 8 windows from 1 + 8 elements
-  EXPECT_EQ(wide(c10::kHalf, 64, 2, 1, 0), 0);       // unpadded: the 8th window ends past the vector
-  EXPECT_EQ(wide(c10::kHalf, 64, 3, 2, 0), 0);       // alexnet's 3x3 / 2 unpadded: a tap past the vector
-  EXPECT_EQ(wide(c10::kHalf, 64, 3, 1, 1), 0);       // 3 wide, stride 1: ends past the vector too
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 1, 0), 8);       // unpadded: the 8th window's last tap after the vector
+  EXPECT_EQ(wide(c10::kHalf, 64, 3, 2, 0), 4);       // alexnet's 3x3 / 2 unpadded: a tap after the vector
+  EXPECT_EQ(wide(c10::kHalf, 64, 5, 2, 2), 4);       // 5x5 / 2 / 2: one tap after the vector
+  EXPECT_EQ(wide(c10::kHalf, 64, 5, 4, 2), 2);       // 5 / 4 / 2: 2 windows in 2 + 8 elements
+  EXPECT_EQ(wide(c10::kFloat, 64, 7, 2, 0), 0);      // 5 taps after a 4-element vector
   EXPECT_EQ(wide(c10::kHalf, 64, 8, 8, 0), 0);       // one output a vector: nothing shared
+  EXPECT_EQ(wide(c10::kHalf, 64, 6, 2, 8), 0);       // taps 8 before the vector: padding < 8
   EXPECT_EQ(wide(c10::kHalf, 114, 3, 2, 1), 0);      // rows that are not whole vectors
   EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 2), 0);   // dilated
-  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 1, PoolMode::Avg), 0);
-  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 1, PoolMode::Max, false), 0);  // x not 16-byte aligned
+  EXPECT_EQ(wide(c10::kHalf, 112, 3, 2, 1, 1, false), 0);  // x not 16-byte aligned
+  // windows that share no tap (VGG's 2x2 / 2) take it from 2^17 work items on; shared taps always
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 2, 0, 1, true, int64_t{4} << 17), 4);
+  EXPECT_EQ(wide(c10::kHalf, 64, 2, 2, 0, 1, true, (int64_t{4} << 17) - 1), 0);
+  EXPECT_EQ(wide(c10::kFloat, 64, 2, 2, 0, 1, true, int64_t{2} << 17), 2);
+  EXPECT_EQ(wide(c10::kHalf, 64, 3, 2, 1, 1, true, 4), 4);
   EXPECT_EQ(wide(c10::kHalf, 512, 300, 2, 1), 0);    // not a window the code holds
   const PoolWindowParams w = window_of(2, {3}, {2}, {1}, {1});
   const PoolSpec s = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 4}, h200);
@@ -270,13 +282,32 @@ TEST(PoolWideOutputs, WhereTheWindowsOfAVectorsOutputsEndInsideIt) {
   EXPECT_EQ(s.outputs_a_thread(), 4);
   EXPECT_EQ(tileops::nvrtc::pool_name(s), "max_pool2d_fwd__f16__i32__t256__w4__k3x3s2x2p1x1d1x1__sm_90a");
   EXPECT_EQ(tileops::nvrtc::pool_source(s).name_expression,
-            "tileops::pool_fwd_max_wide<tileops::f16, int, 2, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
+            "tileops::pool_fwd_wide<tileops::f16, int, 2, 1, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
   EXPECT_EQ(tileops::nvrtc::pool_units(8 * 56 * 56, tileops::nvrtc::pool_geometry({8, 112, 112}, {8, 56, 56}, 2, {3},
                                                                                    {2}, {1}, {}),
                                        4),
             8 * 56 * 14);
-  // a problem that is not a fixed-window max pool never takes it
+  const PoolSpec avg = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w, 0, 4}, h200);
+  EXPECT_EQ(avg.outputs_a_thread(), 4);
+  EXPECT_EQ(tileops::nvrtc::pool_name(avg), "avg_pool2d_fwd__f16__i32__t256__w4__k3x3s2x2p1x1d1x1__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::pool_source(avg).name_expression,
+            "tileops::pool_fwd_wide<tileops::f16, int, 2, 0, tileops::PoolWindow<1,3,3,1,2,2,0,1,1,1,1,1>>");
+  // a problem without a window in the code never takes it
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, {}, 0, 4}, h200).wide, 0);
+}
+
+// Small calls launch CTAs of fewer threads (at least 4 CTAs an SM, down to 64 threads); the kernel's
+// loops do not depend on the CTA's size.
+TEST(PoolCtaThreads, FourCtasAnSmDownTo64Threads) {
+  using tileops::nvrtc::pool_cta_threads;
+  EXPECT_EQ(pool_cta_threads(int64_t{8} * 64 * 56 * 14, 132, 256), 256);  // resnet stem's work items
+  EXPECT_EQ(pool_cta_threads(int64_t{4} * 132 * 256, 132, 256), 256);
+  EXPECT_EQ(pool_cta_threads(int64_t{4} * 132 * 256 - 1, 132, 256), 128);
+  EXPECT_EQ(pool_cta_threads(100352, 132, 256), 128);  // 784 CTAs
+  EXPECT_EQ(pool_cta_threads(50176, 132, 256), 64);
+  EXPECT_EQ(pool_cta_threads(1, 132, 256), 64);
+  EXPECT_EQ(pool_cta_threads(1, 0, 256), 256);  // no device facts: the most
+  EXPECT_EQ(tileops::nvrtc::pool_grid(50176, 64), 784u);
 }
 
 TEST(PoolIndexBits, IntOnlyWhereNoIndexOrProductCanReach2To30) {

@@ -43,10 +43,12 @@ POOLS = [
 BY_STEM = {p.stem: p for p in POOLS}
 SIZES = {1: [(7,), (16,), (33,)], 2: [(7, 9), (16, 16), (5, 13)], 3: [(5, 6, 7), (4, 4, 9)]}
 
-# (stem, input shape, params): max pools whose neighbouring outputs read one 16-byte vector a row
-# (pool_fwd_max_wide): the resnet stem's 3x3 / 2 / 1 and VGG's 2x2 / 2 in 1-3 dims, a padded
+# (stem, input shape, params): pools whose neighbouring outputs read one 16-byte vector a row
+# (pool_fwd_wide): the resnet stem's 3x3 / 2 / 1 and VGG's 2x2 / 2 in 1-3 dims, a padded
 # 2-wide stride-1 window (8 bfloat16 outputs a vector), ceil_mode windows that leave the input, rows
-# whose last vector is cut short (out * stride past the input) and rows of one vector.
+# whose last vector is cut short (out * stride past the input), rows of one vector, windows ending
+# past the vector (kernel - padding > stride), and avg pools with each divisor rule. (The GPU plan
+# gives the small ones whose windows share no tap to pool_fwd; the host test runs pool_fwd_wide.)
 WIDE_LOAD_CASES = [
     ("max_pool2d", (2, 3, 16, 16), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ("max_pool2d", (2, 3, 9, 24), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
@@ -59,8 +61,26 @@ WIDE_LOAD_CASES = [
     ("max_pool1d", (2, 3, 8), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
     ("max_pool3d", (1, 2, 5, 6, 16), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ("max_pool3d", (1, 2, 4, 4, 8), {"kernel_size": 2, "stride": 2}),
+    ("max_pool2d", (2, 3, 7, 16), {"kernel_size": 4, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ("max_pool1d", (2, 3, 32), {"kernel_size": 3, "stride": 2}),
+    ("avg_pool2d", (2, 3, 16, 16), {"kernel_size": 3, "stride": 2, "padding": 1}),
+    ("avg_pool2d", (2, 3, 9, 24), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True,
+                                   "count_include_pad": False}),
+    ("avg_pool2d", (2, 3, 10, 16), {"kernel_size": 5, "stride": 2, "padding": 2, "divisor_override": 7}),
+    ("avg_pool2d", (2, 2, 4, 16), {"kernel_size": 2, "stride": 1, "padding": 1}),
+    ("avg_pool1d", (2, 3, 32), {"kernel_size": 5, "stride": 4, "padding": 2}),
+    ("avg_pool1d", (2, 3, 24), {"kernel_size": 4, "stride": 2, "padding": 1, "ceil_mode": True,
+                                "count_include_pad": False}),
+    ("avg_pool1d", (2, 3, 8), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
+    ("avg_pool3d", (1, 2, 5, 6, 16), {"kernel_size": 2, "stride": 2, "ceil_mode": True}),
+    ("avg_pool3d", (1, 2, 4, 5, 8), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
 ]
 
+# Calls large enough (2^17 work items) that windows sharing no tap take pool_fwd_wide too.
+WIDE_LOAD_LARGE = [
+    ("avg_pool2d", (8, 64, 64, 128), {"kernel_size": 2, "stride": 2}),
+    ("max_pool3d", (4, 64, 4, 64, 128), {"kernel_size": 2, "stride": 2, "ceil_mode": True}),
+]
 
 # (stem, input shape, params): windows of 32+ taps in a row, the ones the plan gives a warp each
 # (pool_wide_window), with padding, ceil_mode, dilation, count_include_pad and divisor_override, and

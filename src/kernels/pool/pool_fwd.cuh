@@ -1,8 +1,8 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
 // pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
-// a fixed window), grid-stride; pool_fwd_max_wide: max pools whose fixed window's neighbouring
-// outputs read one 16-byte vector of a row (the resnet stem's 3x3, stride 2); pool_fwd_warp: 8 to
+// a fixed window), grid-stride; pool_fwd_wide: pools whose fixed window's neighbouring outputs
+// read one 16-byte vector of a row (the resnet stem's 3x3, stride 2); pool_fwd_warp: 8 to
 // 32 lanes an output, for windows of 32+ taps in a row. Index math in I: long long, or int where
 // the plan saw every index and product
 // stay below 2^31 (pool_index_bits); with int, an output index splits into its coordinates by
@@ -241,7 +241,7 @@ __device__ __forceinline__ long long pool_avg_divisor(long long count, long long
 }
 
 // fn(idx, site, dims, plane_size) for each of this thread's work items (grid-stride), P outputs
-// along the last dim an item: the walk pool_fwd and pool_fwd_max_wide share.
+// along the last dim an item: the walk pool_fwd and pool_fwd_wide share.
 template <typename I, int R, int MODE, bool ADAPTIVE, class W, int P, class Fn>
 __device__ __forceinline__ void pool_items(const PoolGeometry& geometry, long long units, const PoolDividers& dividers,
                                            Fn&& fn) {
@@ -321,33 +321,36 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
   });
 }
 
-// Max pools with a fixed window W that slides along the last dim by S = W::stride(2) (dilation 1)
-// where P = V / S outputs span V elements (V: one 16-byte vector): a work item takes P neighbouring
+// Pools with a fixed window W that slides along the last dim by S = W::stride(2) (dilation 1) where
+// P = V / S outputs span V elements (V: one 16-byte vector): a work item takes P neighbouring
 // outputs along the last dim. Their taps in an input row start PAD = W::pad(2) elements before the
-// aligned vector at P * S * (item's place in the row) and end inside it (K - PAD <= S), so a row
-// is PAD elements and one vector load (the plan checks x's and each row's 16-byte alignment). Taps
-// outside the input count as -inf: the same windows, NaN rule and empty-window result as pool_fwd.
-// Work items: ceil(out / P) a row (pool_units with P).
-template <typename T, typename I, int R, class W>
-__global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
-                                  PoolDividers dividers, int, long long) {
-  static_assert(R >= 1 && R <= 3, "pool_fwd_max_wide pools 1, 2 or 3 trailing dims");
+// aligned vector at P * S * (item's place in the row) and end TAIL = K - PAD - S elements past it
+// (0 when K - PAD <= S), so a row is PAD + TAIL element loads and one vector load (the plan checks
+// x's and each row's 16-byte alignment); the PAD and TAIL elements are the neighbouring items'
+// vectors, read again from L1; the P outputs are one store where aligned. Taps outside the input are
+// -inf for max and 0 for avg; windows, sum order, divisors, NaN rule and empty-window results are
+// pool_fwd's. Work items: ceil(out / P) a row (pool_units with P).
+template <typename T, typename I, int R, int MODE, class W>
+__global__ void pool_fwd_wide(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
+                              PoolDividers dividers, int count_include_pad, long long divisor_override) {
+  static_assert(R >= 1 && R <= 3, "pool_fwd_wide pools 1, 2 or 3 trailing dims");
   constexpr int F = 3 - R;
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   constexpr int S = W::stride(2), K = W::kernel(2), PAD = W::pad(2);
   constexpr int P = V / S;
-  static_assert(W::kFixed && W::dil(2) == 1 && P * S == V && K - PAD <= S && PAD < V,
-                "pool_fwd_max_wide: the P windows of a vector's outputs lie in PAD elements and the vector");
-  const float lowest = -__int_as_float(0x7f800000);
-  pool_items<I, R, kPoolMax, false, W, P>(geometry, units, dividers, [&](I, const PoolSite<I>& s,
-                                                                        const PoolDims<I>& g, I plane_size) {
+  constexpr int TAIL = K - PAD > S ? K - PAD - S : 0;
+  static_assert(W::kFixed && W::dil(2) == 1 && P * S == V && PAD < V && TAIL < V,
+                "pool_fwd_wide: the P windows of a vector's outputs lie in PAD elements, the vector and TAIL");
+  const float empty = MODE == kPoolAvg ? 0.f : -__int_as_float(0x7f800000);
+  pool_items<I, R, MODE, false, W, P>(geometry, units, dividers, [&](I, const PoolSite<I>& s, const PoolDims<I>& g,
+                                                                     I plane_size) {
     const T* base = x + s.plane * plane_size;
     const I in1 = g.in[1], in2 = g.in[2];
     const I v0 = s.start[2] + PAD;  // the vector's first element: s.last * S, a multiple of V
     const bool whole = v0 + V <= in2;  // else the row's last vector is cut short: element loads
-    float best[P];
+    float acc[P];
 #pragma unroll
-    for (int k = 0; k < P; ++k) best[k] = lowest;
+    for (int k = 0; k < P; ++k) acc[k] = empty;
 #pragma unroll
     for (int a = 0; a < W::kernel(0); ++a) {
       const I ia = s.start[0] + a * W::dil(0);
@@ -357,11 +360,11 @@ __global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, lo
         const I ib = s.start[1] + b * W::dil(1);
         if (F <= 1 && (ib < 0 || ib >= in1)) continue;
         const T* row = base + (ia * in1 + ib) * in2;
-        float span[PAD + V];  // the row's elements v0 - PAD .. v0 + V - 1
+        float span[PAD + V + TAIL];  // the row's elements v0 - PAD .. v0 + V + TAIL - 1
 #pragma unroll
         for (int j = 0; j < PAD; ++j) {
           const I c = v0 - PAD + j;
-          span[j] = c >= 0 && c < in2 ? to_float(row[c]) : lowest;
+          span[j] = c >= 0 && c < in2 ? to_float(row[c]) : empty;
         }
         if (whole) {
           const Vec<T, V> v = *reinterpret_cast<const Vec<T, V>*>(row + v0);
@@ -369,17 +372,47 @@ __global__ void pool_fwd_max_wide(const T* __restrict__ x, T* __restrict__ y, lo
           for (int j = 0; j < V; ++j) span[PAD + j] = to_float(v.v[j]);
         } else {
 #pragma unroll
-          for (int j = 0; j < V; ++j) span[PAD + j] = v0 + j < in2 ? to_float(row[v0 + j]) : lowest;
+          for (int j = 0; j < V; ++j) span[PAD + j] = v0 + j < in2 ? to_float(row[v0 + j]) : empty;
         }
+#pragma unroll
+        for (int j = 0; j < TAIL; ++j) span[PAD + V + j] = v0 + V + j < in2 ? to_float(row[v0 + V + j]) : empty;
 #pragma unroll
         for (int k = 0; k < P; ++k)
 #pragma unroll
-          for (int t = 0; t < K; ++t) best[k] = pool_max_nan(best[k], span[k * S + t]);
+          for (int t = 0; t < K; ++t)
+            acc[k] = MODE == kPoolAvg ? acc[k] + span[k * S + t] : pool_max_nan(acc[k], span[k * S + t]);
       }
     }
+    Vec<T, P> out;
+    if constexpr (MODE == kPoolAvg) {
+      // the dims before the last are the P outputs' alike; along the last each clips its own window
+      long long count = 1, padded = 1;
 #pragma unroll
-    for (int k = 0; k < P; ++k)
-      if (s.last + k < g.out[2]) y[s.first + k] = from_float<T>(best[k]);
+      for (int j = F; j < 2; ++j) {
+        count *= s.hi[j] > s.lo[j] ? s.hi[j] - s.lo[j] : 0;
+        padded *= pool_min<I>(s.start[j] + W::kernel(j), g.in[j] + W::pad(j)) - s.start[j];
+      }
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const I start = s.start[2] + k * S, end = pool_min<I>(start + K, in2 + PAD);
+        const I taps = pool_min<I>(end, in2) - pool_max<I>(start, 0);
+        const long long n = count * (taps > 0 ? taps : 0);
+        const long long divisor = pool_avg_divisor<false>(n, padded * (end - start), count_include_pad,
+                                                          divisor_override);
+        out.v[k] = from_float<T>(n == 0 ? 0.f : acc[k] / static_cast<float>(divisor));
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < P; ++k) out.v[k] = from_float<T>(acc[k]);
+    }
+    // the P outputs in one store where they are whole and aligned (rows of a multiple of P outputs)
+    if (s.last + P <= g.out[2] && reinterpret_cast<unsigned long long>(y + s.first) % sizeof(Vec<T, P>) == 0) {
+      *reinterpret_cast<Vec<T, P>*>(y + s.first) = out;
+    } else {
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (s.last + k < g.out[2]) y[s.first + k] = out.v[k];
+    }
   });
 }
 

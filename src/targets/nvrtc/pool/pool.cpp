@@ -58,8 +58,9 @@ PoolArgs adaptive_args(const OpCall& call, int rank) {
 
 class PoolKernel final : public Kernel {
  public:
-  PoolKernel(LoadedKernel k, int rank, int threads, int items, int per_thread, ArgsReader args)
-      : k_(std::move(k)), rank_(rank), threads_(threads), items_(items), per_thread_(per_thread), args_(args) {}
+  PoolKernel(LoadedKernel k, int rank, int threads, int lanes, int per_thread, int sm_count, ArgsReader args)
+      : k_(std::move(k)), rank_(rank), threads_(threads), lanes_(lanes), per_thread_(per_thread), sm_count_(sm_count),
+        args_(args) {}
   void launch(const OpCall& call) const override {
     const PoolView v(call);
     PoolArgs a = args_(call, rank_);
@@ -69,15 +70,17 @@ class PoolKernel final : public Kernel {
     long long divisor = a.divisor_override;
     PoolDividers dividers = pool_dividers(a.g, per_thread_);
     void* args[] = {&xp, &yp, &units, &a.g, &dividers, &a.count_include_pad, &divisor};
-    nvrtc::launch(k_, pool_grid(units, items_), static_cast<unsigned>(threads_), 0, args);
+    const int threads = lanes_ ? threads_ : pool_cta_threads(units, sm_count_, threads_);
+    nvrtc::launch(k_, pool_grid(units, lanes_ ? threads / lanes_ : threads), static_cast<unsigned>(threads), 0, args);
   }
 
  private:
   LoadedKernel k_;
   int rank_;
-  int threads_;
-  int items_;  // work items a CTA
+  int threads_;  // the most a CTA takes
+  int lanes_;    // pool_fwd_warp's lanes an output, else 0 (a work item a thread)
   int per_thread_;
+  int sm_count_;
   ArgsReader args_;
 };
 
@@ -95,12 +98,13 @@ struct PoolFamily {
     const PoolWindowParams window = adaptive ? PoolWindowParams{} : pool_small_window(g);
     const bool aligned = reinterpret_cast<uintptr_t>(v.input().const_data_ptr()) % 16 == 0;
     return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
-            window, pool_lanes(g, adaptive), pool_wide_outputs(g, v.input().scalar_type(), mode, window, aligned)};
+            window, pool_lanes(g, adaptive),
+            pool_wide_outputs(g, v.input().scalar_type(), window, aligned, v.output().numel())};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
-  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.items_a_cta(), s.outputs_a_thread(),
-                                        args);
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.lanes, s.outputs_a_thread(),
+                                        dev.sm_count, args);
   }
 };
 
@@ -192,12 +196,16 @@ int pool_lanes(const PoolGeometry& g, bool adaptive) {
   return taps < 32 ? 0 : taps <= 64 ? 8 : taps <= 256 ? 16 : 32;
 }
 
-int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, PoolMode mode, const PoolWindowParams& window,
-                      bool x_aligned) {
-  if (mode != PoolMode::Max || window[0] == 0 || !x_aligned) return 0;
+int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, const PoolWindowParams& window, bool x_aligned,
+                      int64_t out_numel) {
+  if (window[0] == 0 || !x_aligned) return 0;
   const int v = 16 / static_cast<int>(c10::elementSize(dtype));
   const int k = window[2], s = window[5], pad = window[8], dil = window[11];
-  if (dil != 1 || s < 1 || v % s != 0 || v / s < 2 || k - pad > s || pad >= v || g.in[2] % v != 0) return 0;
+  if (dil != 1 || s < 1 || v % s != 0 || v / s < 2 || pad >= v || k - pad - s >= v || g.in[2] % v != 0) return 0;
+  // windows that share no tap along the row are read once and coalesced by a thread an output too;
+  // fewer, wider work items pay only where they still fill the GPU many times over
+  constexpr int64_t kMinItemsUnshared = int64_t{1} << 17;
+  if (k <= s && out_numel / (v / s) < kMinItemsUnshared) return 0;
   return v / s;
 }
 
@@ -216,6 +224,15 @@ PoolDividers pool_dividers(const PoolGeometry& g, int per_thread) {
     p.out[d][1] = v.shift;
   }
   return p;
+}
+
+int pool_cta_threads(int64_t units, int sm_count, int max_threads) {
+  // a small call in CTAs of fewer threads: at least 4 CTAs an SM where 64 threads a CTA allow it, so
+  // that no SM holds twice another's work and each has loads from several CTAs in flight
+  if (sm_count <= 0) return max_threads;
+  int threads = max_threads;
+  while (threads > 64 && units < int64_t{4} * sm_count * threads) threads /= 2;
+  return threads;
 }
 
 unsigned pool_grid(int64_t units, int items) {
@@ -276,13 +293,13 @@ jit::KernelSource pool_source(const PoolSpec& s) {
   TORCH_CHECK(!(s.lanes && s.fixed_window()), "tileops: pool_fwd_warp reads its window from the call");
   TORCH_CHECK(s.lanes == 0 || s.lanes == 8 || s.lanes == 16 || s.lanes == 32,
               "tileops: pool_fwd_warp takes 8, 16 or 32 lanes an output");
-  TORCH_CHECK(!s.wide || (s.fixed_window() && s.mode == PoolMode::Max),
-              "tileops: pool_fwd_max_wide takes max pools with a window in its code");
+  TORCH_CHECK(!s.wide || (s.fixed_window() && !s.adaptive),
+              "tileops: pool_fwd_wide takes pools with a window in its code");
   const std::string head = std::string(kernel_type_name(s.dtype)) + ", " + (s.index_bits == 32 ? "int" : "long long") +
-                           ", " + std::to_string(s.rank);
-  std::string expr = s.wide ? "tileops::pool_fwd_max_wide<" + head
+                           ", " + std::to_string(s.rank) + ", " + std::to_string(static_cast<int>(s.mode));
+  std::string expr = s.wide ? "tileops::pool_fwd_wide<" + head
                             : std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + head + ", " +
-                                  std::to_string(static_cast<int>(s.mode)) + ", " + (s.adaptive ? "true" : "false");
+                                  (s.adaptive ? "true" : "false");
   if (s.lanes) expr += ", " + std::to_string(s.lanes);
   if (s.fixed_window()) {
     expr += ", tileops::PoolWindow<";

@@ -1,8 +1,8 @@
 // The pool family on the nvrtc target (manifests/pool.yaml): AvgPool{1,2,3}dFwdOp,
 // MaxPool{1,2,3}dFwdOp, AdaptiveAvgPool2dFwdOp and AdaptiveMaxPool2dFwdOp, all served by
 // src/kernels/pool/pool_fwd.cuh: pool_fwd (a thread an output or two) or, for windows of 32+ taps in
-// a row, pool_fwd_warp (8 to 32 lanes an output), and for max pools whose neighbouring outputs read
-// one 16-byte vector a row, pool_fwd_max_wide. The spec is (dtype, spatial rank, avg or max,
+// a row, pool_fwd_warp (8 to 32 lanes an output), and for pools whose neighbouring outputs read
+// one 16-byte vector a row, pool_fwd_wide. The spec is (dtype, spatial rank, avg or max,
 // adaptive, index type, lanes an output, outputs from a vector, and a small window's
 // kernel/stride/padding/dilation, which the kernel's code then holds); sizes, a large window,
 // count_include_pad and divisor_override are launch arguments.
@@ -37,7 +37,7 @@ struct PoolProblem {
   int index_bits = 64;  // 32 when every index and product of the call fits in int (pool_index_bits)
   PoolWindowParams window{};
   int lanes = 0;  // pool_fwd_warp's lanes an output for 32+ taps in a row (pool_lanes), else 0
-  int wide = 0;   // pool_fwd_max_wide's outputs a work item (pool_wide_outputs), else 0
+  int wide = 0;   // pool_fwd_wide's outputs a work item (pool_wide_outputs), else 0
   bool operator==(const PoolProblem& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
            index_bits == o.index_bits && window == o.window && lanes == o.lanes && wide == o.wide;
@@ -51,14 +51,14 @@ struct PoolSpec {
   PoolMode mode;
   bool adaptive;
   int index_bits;  // 32 or 64: the kernel's index type
-  int threads;     // a CTA's threads: one work item each (pool_units), or `lanes` for each
+  int threads;     // a CTA's threads (at most, pool_cta_threads): one work item each (pool_units), or `lanes` for each
   std::string arch;
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
   int lanes = 0;              // nonzero: pool_fwd_warp, this many lanes an output (never a fixed window)
-  int wide = 0;               // nonzero: pool_fwd_max_wide, this many outputs a work item
+  int wide = 0;               // nonzero: pool_fwd_wide, this many outputs a work item
   bool fixed_window() const { return window[0] != 0; }
   // neighbouring outputs along the last dim a work item (pool_outputs_a_thread in the kernel, or
-  // pool_fwd_max_wide's P)
+  // pool_fwd_wide's P)
   int outputs_a_thread() const { return wide ? wide : mode == PoolMode::Max && fixed_window() ? 2 : 1; }
   int items_a_cta() const { return lanes ? threads / lanes : threads; }
   bool operator==(const PoolSpec& o) const {
@@ -112,16 +112,20 @@ int64_t pool_row_taps(const PoolGeometry& g, bool adaptive);
 // pool_fwd_warp's lanes an output for a row of 32 or more taps (read coalesced by the lanes, where a
 // thread an output reads them alone): 8 up to 64 taps, 16 up to 256, else 32; 0 below 32 taps.
 int pool_lanes(const PoolGeometry& g, bool adaptive);
-// The outputs a work item of pool_fwd_max_wide takes (P = 16 / element size / stride), or 0 where it
-// does not apply: a max pool with a window fixed in the code, dilation 1 and stride S along the last
-// dim, P >= 2 windows ending inside one 16-byte vector (kernel - padding <= S, padding < P * S), rows
-// of whole vectors and x 16-byte aligned (`x_aligned`).
-int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, PoolMode mode, const PoolWindowParams& window,
-                      bool x_aligned);
+// The outputs a work item of pool_fwd_wide takes (P = 16 / element size / stride), or 0 where it
+// does not apply: a window fixed in the code, dilation 1 and stride S along the last dim, P >= 2
+// windows that start inside the vector before (padding < P * S) and end inside the vector after
+// (kernel - padding - S < P * S), rows of whole vectors and x 16-byte aligned (`x_aligned`); where
+// windows share no tap (kernel <= S), only calls of at least 2^17 work items (out_numel / P).
+int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, const PoolWindowParams& window, bool x_aligned,
+                      int64_t out_numel);
 // The kernel's work items: the outputs, `per_thread` of a row's along the last dim each.
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread);
 // Dividers by the output dims, the last one's counted in work items.
 PoolDividers pool_dividers(const PoolGeometry& g, int per_thread);
+// A CTA's threads for `units` work items of a thread each: max_threads, halved (down to 64) while
+// the grid would have fewer than 4 CTAs an SM.
+int pool_cta_threads(int64_t units, int sm_count, int max_threads);
 // Blocks for `units` work items, `items` a CTA (one trip each, capped at the grid's x limit: the
 // kernel strides past it).
 unsigned pool_grid(int64_t units, int items);
