@@ -203,7 +203,8 @@ int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, const PoolWi
   const int k = window[2], s = window[5], pad = window[8], dil = window[11];
   if (dil != 1 || s < 1 || v % s != 0 || v / s < 2 || pad >= v || k - pad - s >= v || g.in[2] % v != 0) return 0;
   // windows that share no tap along the row are read once and coalesced by a thread an output too;
-  // fewer, wider work items pay only where they still fill the GPU many times over
+  // fewer, wider work items pay only where they still fill the GPU many times over (docs/PERF.md,
+  // "Pools")
   constexpr int64_t kMinItemsUnshared = int64_t{1} << 17;
   if (k <= s && out_numel / (v / s) < kMinItemsUnshared) return 0;
   return v / s;
@@ -229,6 +230,7 @@ PoolDividers pool_dividers(const PoolGeometry& g, int per_thread) {
 int pool_cta_threads(int64_t units, int sm_count, int max_threads) {
   // a small call in CTAs of fewer threads: at least 4 CTAs an SM where 64 threads a CTA allow it, so
   // that no SM holds twice another's work and each has loads from several CTAs in flight
+  // (docs/PERF.md, "Pools")
   if (sm_count <= 0) return max_threads;
   int threads = max_threads;
   while (threads > 64 && units < int64_t{4} * sm_count * threads) threads /= 2;
