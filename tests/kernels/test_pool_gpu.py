@@ -222,7 +222,7 @@ def test_build_keys(counters):
     call(avg, x, {"kernel_size": 2})
     assert counters()["kernel_builds"] == 1
     # sizes, ceil_mode, count_include_pad and divisor_override are launch arguments: the same kernel
-    call(avg, torch.randn(5, 7, 9, 40, device="cuda", dtype=torch.float16),  # rows of whole vectors, as x's
+    call(avg, torch.randn(5, 7, 9, 40, device="cuda", dtype=torch.float16),
          {"kernel_size": 2, "ceil_mode": True, "count_include_pad": False, "divisor_override": 2})
     assert counters()["kernel_builds"] == 1
     call(avg, x, {"kernel_size": 3, "padding": 1})  # a small window is in the code: a kernel of its own
