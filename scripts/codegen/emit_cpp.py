@@ -358,6 +358,15 @@ def _condition(op: Op, env: Env, c) -> str:
     return f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})"
 
 
+def _float_expr(node) -> str:
+    """A rule's side over numbers and non-nullable float / int params, in double."""
+    if isinstance(node, exprs.Num):
+        return f"{node.value}.0"
+    if isinstance(node, exprs.Name):
+        return f"static_cast<double>({node.id})"
+    return f"({_float_expr(node.lhs)} {node.op} {_float_expr(node.rhs)})"
+
+
 def emit_rule(op: Op, env: Env, rule) -> list[str]:
     if not isinstance(rule.node, exprs.Cmp):  # given(p), a bool param [or ...]: holds when one condition does
         conds = rule.node.conds if isinstance(rule.node, exprs.Or) else (rule.node,)
@@ -375,9 +384,14 @@ def emit_rule(op: Op, env: Env, rule) -> list[str]:
         fail = "fail_param_rule" if all(op.param(n) is not None for n in names) else "fail_argument_rule"
         return [f"if (!({' || '.join(parts)})) tileops::check::{fail}(kOp, {cpp_str(', '.join(names))}, "
                 f"{cpp_str(rule.text)}, {where});"]
+    used = exprs.names_in(rule.node)
+    if any(p.name in used and p.type == "float" for p in op.params):  # compared in double: NaN breaks it
+        names = [p.name for p in op.params if p.name in used]
+        where = ' + ", " + '.join(f"tileops::check::describe_param({cpp_str(n)}, {n})" for n in names)
+        return [f"if (!({_float_expr(rule.node.lhs)} {rule.node.op} {_float_expr(rule.node.rhs)})) "
+                f"tileops::check::fail_param_rule(kOp, {cpp_str(', '.join(names))}, {cpp_str(rule.text)}, {where});"]
     lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
     # The values of the int params and the dims of the shapes the rule names, after its two sides.
-    used = exprs.names_in(rule.node)
     values = [f"tileops::check::describe_param({cpp_str(p.name)}, {p.name})" for p in op.params
               if p.name in used and p.type == "int" and not p.nullable]
     values += [f"tileops::check::describe_param({cpp_str(n)}, {env.symbols[n]})" for n in sorted(used & set(env.symbols))]

@@ -113,6 +113,9 @@ class Reduced:
     dim: str
     keepdim: str | None
     listed: bool = False
+
+
+@dataclass(frozen=True)
 class AnyShape:
     """An input of any shape, rank 0 included (elementwise inputs that broadcast)."""
 

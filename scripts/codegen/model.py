@@ -581,6 +581,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
 
     # Shape names: params, symbols bound by input shapes, and tensors (for ndim/numel).
     int_params = {p.name for p in params if p.type == "int"}
+    plain_int_params = {p.name for p in params if p.type == "int" and not p.nullable}
+    float_params = {p.name for p in params if p.type == "float" and not p.nullable}
     list_params = {p.name for p in params if p.type == "int[]"}
     symbols: set[str] = set()
     for inp in inputs:
@@ -630,6 +632,12 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                 if p is None or p.type != "bool" or p.nullable:
                     ctx.fail(line, f"shape rule '{text}': '{cond.param}' alone is a condition only when it is a "
                                    "bool param; compare an expression instead")
+            elif exprs.names_in(cond) & float_params:
+                # A float param (Dropout's p) is compared in double with numbers and int params only.
+                if isinstance(node, exprs.Or) or list(_calls(cond)) or _ops_in(cond) - {"+", "-", "*"} \
+                        or set(_bare_names(cond)) - float_params - plain_int_params:
+                    ctx.fail(line, f"shape rule '{text}': a rule over a float param compares it with numbers, "
+                                   "float params or int params by + - * (no dims, calls, // % or 'or')")
             else:
                 _check_names(ctx, cond, line, symbols | int_params, list_params, set(input_names),
                              f"shape rule '{text}'")
@@ -795,6 +803,14 @@ def _bare_names(node):
     elif isinstance(node, (exprs.Bin, exprs.Cmp)):
         yield from _bare_names(node.lhs)
         yield from _bare_names(node.rhs)
+
+
+def _ops_in(node) -> set:
+    if isinstance(node, exprs.Cmp):
+        return _ops_in(node.lhs) | _ops_in(node.rhs)
+    if isinstance(node, exprs.Bin):
+        return {node.op} | _ops_in(node.lhs) | _ops_in(node.rhs)
+    return set()
 
 
 def _calls(node):

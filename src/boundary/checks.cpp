@@ -369,6 +369,8 @@ std::string describe_param(const char* name, const std::optional<double>& v) {
   return std::string(name) + "=" + (v.has_value() ? std::to_string(*v) : std::string("None"));
 }
 
+std::string describe_param(const char* name, double v) { return std::string(name) + "=" + c10::str(v); }
+
 std::string describe_param(const char* name, const std::optional<c10::string_view>& v) {
   return std::string(name) + "=" + (v.has_value() ? "'" + std::string(*v) + "'" : std::string("None"));
 }

@@ -136,6 +136,7 @@ void require_device_available(const char* op, const char* arg, const c10::Device
 [[noreturn]] void fail_param_rule(const char* op, const char* names, const char* rule, const std::string& values);
 std::string describe_param(const char* name, const std::optional<at::Scalar>& v);
 std::string describe_param(const char* name, const std::optional<double>& v);
+std::string describe_param(const char* name, double v);
 std::string describe_param(const char* name, const std::optional<c10::string_view>& v);
 std::string describe_param(const char* name, const c10::SymInt& v);
 std::string describe_param(const char* name, int64_t v);

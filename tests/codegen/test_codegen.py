@@ -143,6 +143,25 @@ def test_each_rule_fires(edit, message):
     assert message in error_of(GOOD.replace(old, new, 1))
 
 
+FLOAT_PARAM = "params:\n      p: {type: float, default: 0.5}\n    shape_rules: [%s]\n    outputs:"
+
+
+@pytest.mark.parametrize("rule", ["'p // 2 <= 1'", "'p <= n'", "'0 <= p or p <= 1'", "'ndim(x) * p <= 1'"])
+def test_a_float_rule_compares_numbers_and_params_alone(rule):
+    message = "a rule over a float param compares it with numbers, float params or int params by + - *"
+    assert message in error_of(GOOD.replace("outputs:", FLOAT_PARAM % rule, 1))
+
+
+def test_a_float_rule_is_checked_in_double():
+    (op,) = build_ops([parse_text(GOOD.replace("outputs:", FLOAT_PARAM % "'0 <= p', 'p * 2 <= 1'", 1),
+                                  "manifests/t.yaml")])
+    env = emit_cpp.Env(op)
+    first, second = (emit_cpp.emit_rule(op, env, r) for r in op.rules)
+    assert first == ['if (!(0.0 <= static_cast<double>(p))) tileops::check::fail_param_rule(kOp, "p", "0 <= p", '
+                     'tileops::check::describe_param("p", p));']
+    assert "(static_cast<double>(p) * 2.0) <= 1.0" in second[0]
+
+
 def test_two_buffer_outputs_are_refused():
     text = GOOD.replace("y: {dtype: same_as(x), shape: same_as(x)}",
                         "y: {dtype: same_as(x), shape: same_as(x), buffer: out}\n"
