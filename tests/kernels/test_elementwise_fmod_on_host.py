@@ -2,8 +2,8 @@
 host C++ and compared bit for bit with C's fmod and torch.remainder / torch.floor_divide on CPU, on
 support.elementwise_cases.modulo_pairs (quotients that take the one-fma path and those past 2^23 that
 take fmodf, quotients that round onto the next integer, zeros, infinities, NaNs, subnormals). The same
-pairs on the GPU: test_elementwise_gpu.py. for16::floor_divide (operands of 16-bit values) on every
-float16 / bfloat16 value against a spread of divisors. Needs a host C++ compiler (skipped without
+pairs on the GPU: test_elementwise_gpu.py. for16::floor_divide and for16::remainder (operands of
+16-bit values) on every float16 / bfloat16 value against a spread of divisors. Needs a host C++ compiler (skipped without
 one)."""
 import ctypes
 import math
@@ -20,7 +20,8 @@ using namespace tileops::ew;
 extern "C" void run(int which, const float* a, const float* b, float* out, long long n) {
   for (long long i = 0; i < n; ++i)
     out[i] = which == 0 ? fmod(a[i], b[i]) : which == 1 ? remainder(a[i], b[i])
-           : which == 2 ? floor_divide(a[i], b[i]) : for16::floor_divide(a[i], b[i]);
+           : which == 2 ? floor_divide(a[i], b[i]) : which == 3 ? for16::floor_divide(a[i], b[i])
+           : for16::remainder(a[i], b[i]);
 }
 """
 OPS = {0: "fmod", 1: "remainder", 2: "floor_divide"}
@@ -69,17 +70,18 @@ def sixteen_bit_pairs(da, db):
     return a.repeat_interleave(b.numel()).contiguous(), b.repeat(a.numel()).contiguous()
 
 
+@pytest.mark.parametrize("which,name", [(3, "floor_divide"), (4, "remainder")], ids=["floor_divide", "remainder"])
 @pytest.mark.parametrize("da,db", [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
                                    (torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16)], ids=str)
-def test_16bit_floor_divide_matches_torch_bit_for_bit(kernel, da, db):
+def test_16bit_forms_match_torch_bit_for_bit(kernel, da, db, which, name):
     a, b = sixteen_bit_pairs(da, db)
     keep = (a / b).isfinite() | a.isnan() | b.isnan() | (b == 0)  # as above: torch's CPU fmod is exact there
     a, b = a[keep].contiguous(), b[keep].contiguous()
     q = (a / b).abs()
     assert ((q > 0) & (q < 8192)).sum() > a.numel() // 4 and (q >= 8192).any()  # both paths taken
     out = torch.empty_like(a)
-    kernel.run(3, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel())
-    want = torch.floor_divide(a, b)
+    kernel.run(which, a.data_ptr(), b.data_ptr(), out.data_ptr(), a.numel())
+    want = getattr(torch, name)(a, b)
     same = (out.view(torch.int32) == want.view(torch.int32)) | (out.isnan() & want.isnan())
     bad = (~same).nonzero().flatten()[:5].tolist()
     assert not bad, [(a[i].item(), b[i].item(), out[i].item(), want[i].item()) for i in bad]

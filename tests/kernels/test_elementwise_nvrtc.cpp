@@ -393,21 +393,23 @@ TEST(ElementwiseSpec, SixteenBitOutputsTakeTheFor16Forms) {
 
 // Operands that are all float16 or bfloat16 open the for16 floor_divide (elementwise.cuh), for
 // FloorDivide and Div's floor mode; a float32 operand beside a 16-bit one keeps the general form.
-TEST(ElementwiseSpec, SixteenBitOperandsTakeTheFor16FloorDivide) {
+TEST(ElementwiseSpec, SixteenBitOperandsTakeTheFor16Modulo) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  const int op = entry("FloorDivideFwdOp");
-  ASSERT_GE(op, 0);
   const std::pair<c10::ScalarType, c10::ScalarType> cases[] = {{c10::kHalf, c10::kHalf}, {c10::kBFloat16, c10::kHalf},
                                                                {c10::kBFloat16, c10::kFloat}, {c10::kFloat, c10::kFloat}};
-  for (const auto& [a, b] : cases) {
-    EwSpec s = spec_for(op, a, 0, false);
-    s.in[1] = b;
-    s.out = c10::promoteTypes(a, b);
-    s.compute = c10::kFloat;
-    const auto srcs = s.sources();
-    const bool both16 = b != c10::kFloat && a != c10::kFloat;
-    EXPECT_EQ(srcs[0].source.find("TILEOPS_EW_16BIT_OPERANDS") != std::string::npos, both16) << srcs[0].name;
-    EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
+  for (const char* name : {"FloorDivideFwdOp", "RemainderFwdOp"}) {
+    const int op = entry(name);
+    ASSERT_GE(op, 0) << name;
+    for (const auto& [a, b] : cases) {
+      EwSpec s = spec_for(op, a, 0, false);
+      s.in[1] = b;
+      s.out = c10::promoteTypes(a, b);
+      s.compute = c10::kFloat;
+      const auto srcs = s.sources();
+      const bool both16 = b != c10::kFloat && a != c10::kFloat;
+      EXPECT_EQ(srcs[0].source.find("TILEOPS_EW_16BIT_OPERANDS") != std::string::npos, both16) << srcs[0].name;
+      EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
+    }
   }
 }
 

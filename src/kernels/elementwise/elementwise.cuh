@@ -218,11 +218,22 @@ __device__ __forceinline__ float floor_divide(float a, float b) {
   if (::fabsf(q) < 8192.f && q != 0.f) return ::floorf(q);
   return ew::floor_divide(a, b);
 }
+// torch.remainder of such operands: with n = that floor of a / b, a - n * b is the remainder (or the
+// fmod plus b that torch rounds) exactly, so one fma rounds it once as torch does; an exact multiple
+// gives a zero of a's sign, as torch's fmod. Other quotients take the general form.
+__device__ __forceinline__ float remainder(float a, float b) {
+  const float q = a / b;
+  if (::fabsf(q) < 8192.f && q != 0.f) {
+    const float r = ::fmaf(-::floorf(q), b, a);
+    return r == 0.f ? ::copysignf(0.f, a) : r;
+  }
+  return ew::remainder(a, b);
+}
 }  // namespace for16
 #define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus;
 // value() of a kernel whose tensor operands are all float16 or bfloat16 opens these (the manifest's
 // expressions apply them to the operands themselves).
-#define TILEOPS_EW_16BIT_OPERANDS using for16::floor_divide;
+#define TILEOPS_EW_16BIT_OPERANDS using for16::floor_divide; using for16::remainder;
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + ::erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.f + ::tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
