@@ -20,4 +20,8 @@ CONTRACT = {
     "MaxPool3dFwdOp": _pool("MaxPool3dFwdOp", (5, 6, 7), kernel_size=[1, 2, 2], ceil_mode=True),
     "AdaptiveAvgPool2dFwdOp": _pool("AdaptiveAvgPool2dFwdOp", (9, 11), output_size=[4, 3]),
     "AdaptiveMaxPool2dFwdOp": _pool("AdaptiveMaxPool2dFwdOp", (9, 11), output_size=5),
+    "MaxPool1dIndicesFwdOp": _pool("MaxPool1dIndicesFwdOp", (17,), kernel_size=3, dilation=2),
+    "MaxPool2dIndicesFwdOp": _pool("MaxPool2dIndicesFwdOp", (9, 11), kernel_size=3, stride=2, padding=1),
+    "MaxPool3dIndicesFwdOp": _pool("MaxPool3dIndicesFwdOp", (5, 6, 7), kernel_size=[1, 2, 2], ceil_mode=True),
+    "AdaptiveMaxPool2dIndicesFwdOp": _pool("AdaptiveMaxPool2dIndicesFwdOp", (9, 11), output_size=5),
 }

@@ -371,4 +371,25 @@ TEST(PoolGrid, OneThreadAnOutputCappedAtTheGridLimit) {
   EXPECT_EQ(tileops::nvrtc::pool_grid(int64_t{1} << 45, 256), 0x7fffffffu);  // the kernel strides the rest
 }
 
+TEST(PoolIndicesCompiles, EveryDtypeIndexTypeAndBinRuleToCubin) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  std::set<std::string> names;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (const c10::ScalarType dtype : {c10::kHalf, c10::kBFloat16, c10::kFloat}) {
+      for (const bool adaptive : {false, true}) {
+        for (const int bits : {32, 64}) {
+          const tileops::nvrtc::PoolIndicesSpec s{dtype, adaptive, bits, arch};
+          const auto sources = s.sources();
+          ASSERT_EQ(sources.size(), 1u);
+          names.insert(sources[0].name);
+          const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
+          EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << sources[0].name;
+          EXPECT_NE(cubin.lowered_name.find("pool_max_indices_fwd"), std::string::npos) << cubin.lowered_name;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(names.size(), 24u);
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
-// The pool family on the reference target: avg_pool1d/2d/3d, max_pool1d/2d/3d, adaptive_avg_pool2d
-// and adaptive_max_pool2d through their ATen calls (the CPU oracle). stride None is ATen's [].
+// The pool family on the reference target: avg_pool1d/2d/3d, max_pool1d/2d/3d (with indices or not),
+// adaptive_avg_pool2d and adaptive_max_pool2d (with indices or not) through their ATen calls (the CPU
+// oracle). stride None is ATen's [].
 #include <ATen/ATen.h>
 
 #include "targets/builtin.h"
@@ -17,6 +18,10 @@ namespace max2 = tileops::ops::pool_max_pool2d_fwd;
 namespace max3 = tileops::ops::pool_max_pool3d_fwd;
 namespace adaptive_avg = tileops::ops::pool_adaptive_avg_pool2d_fwd;
 namespace adaptive_max = tileops::ops::pool_adaptive_max_pool2d_fwd;
+namespace max1i = tileops::ops::pool_max_pool1d_indices_fwd;
+namespace max2i = tileops::ops::pool_max_pool2d_indices_fwd;
+namespace max3i = tileops::ops::pool_max_pool3d_indices_fwd;
+namespace adaptive_maxi = tileops::ops::pool_adaptive_max_pool2d_indices_fwd;
 
 c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
 
@@ -72,6 +77,44 @@ struct AdaptiveMaxPool2dRef {
   }
 };
 
+// The max pools with indices: (values, indices) from ATen's *_with_indices.
+struct MaxPool1dIndicesRef {
+  using View = max1i::View;
+  static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
+    return at::max_pool1d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
+                                       v.ceil_mode());
+  }
+};
+struct MaxPool2dIndicesRef {
+  using View = max2i::View;
+  static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
+    return at::max_pool2d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
+                                       v.ceil_mode());
+  }
+};
+struct MaxPool3dIndicesRef {
+  using View = max3i::View;
+  static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
+    return at::max_pool3d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
+                                       v.ceil_mode());
+  }
+};
+struct AdaptiveMaxPool2dIndicesRef {
+  using View = adaptive_maxi::View;
+  static std::tuple<at::Tensor, at::Tensor> run(const View& v) { return at::adaptive_max_pool2d(v.input(), v.output_size()); }
+};
+
+template <class R>
+class PoolIndicesReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const typename R::View v(call);
+    const auto [values, indices] = R::run(v);
+    v.output().copy_(values);
+    v.indices().copy_(indices);
+  }
+};
+
 template <class R>
 class PoolReference final : public Kernel {
  public:
@@ -92,6 +135,15 @@ TILEOPS_POOL_REFERENCE(MaxPool2dFwdOp, MaxPool2dRef, max_pool2d)
 TILEOPS_POOL_REFERENCE(MaxPool3dFwdOp, MaxPool3dRef, max_pool3d)
 TILEOPS_POOL_REFERENCE(AdaptiveAvgPool2dFwdOp, AdaptiveAvgPool2dRef, adaptive_avg_pool2d)
 TILEOPS_POOL_REFERENCE(AdaptiveMaxPool2dFwdOp, AdaptiveMaxPool2dRef, adaptive_max_pool2d)
+
+#define TILEOPS_POOL_INDICES_REFERENCE(Class, R, stem)                                                          \
+  KernelBuilder stem##_builder() { return stateless_builder<PoolIndicesReference<R>>(#stem " (ATen)"); } \
+  TILEOPS_BUILTIN_KERNEL(reference, Class, stem##_builder);
+
+TILEOPS_POOL_INDICES_REFERENCE(MaxPool1dIndicesFwdOp, MaxPool1dIndicesRef, max_pool1d_indices)
+TILEOPS_POOL_INDICES_REFERENCE(MaxPool2dIndicesFwdOp, MaxPool2dIndicesRef, max_pool2d_indices)
+TILEOPS_POOL_INDICES_REFERENCE(MaxPool3dIndicesFwdOp, MaxPool3dIndicesRef, max_pool3d_indices)
+TILEOPS_POOL_INDICES_REFERENCE(AdaptiveMaxPool2dIndicesFwdOp, AdaptiveMaxPool2dIndicesRef, adaptive_max_pool2d_indices)
 
 }  // namespace
 }  // namespace tileops::reference

@@ -5,7 +5,8 @@
 // one 16-byte vector a row, pool_fwd_wide. The spec is (dtype, spatial rank, avg or max,
 // adaptive, index type, lanes an output, outputs from a vector, and a small window's
 // kernel/stride/padding/dilation, which the kernel's code then holds); sizes, a large window,
-// count_include_pad and divisor_override are launch arguments.
+// count_include_pad and divisor_override are launch arguments. The max pools with indices have a
+// kernel of their own (PoolIndicesSpec, at the end).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -129,5 +130,30 @@ int pool_cta_threads(int64_t units, int sm_count, int max_threads);
 // Blocks for `units` work items, `items` a CTA (one trip each, capped at the grid's x limit: the
 // kernel strides past it).
 unsigned pool_grid(int64_t units, int items);
+
+// MaxPool{1,2,3}dIndicesFwdOp and AdaptiveMaxPool2dIndicesFwdOp (src/kernels/pool/pool_max_indices_fwd.cuh,
+// pool_max_indices.cpp): one kernel per dtype, index type and adaptive or not, a thread an output; the
+// geometry (pool_geometry) and sizes are launch arguments.
+struct PoolIndicesProblem {
+  c10::ScalarType dtype;
+  int index_bits;  // 32 or 64, as pool_index_bits
+  bool operator==(const PoolIndicesProblem& o) const { return dtype == o.dtype && index_bits == o.index_bits; }
+  size_t hash() const { return static_cast<size_t>(dtype) * 128 + index_bits; }
+};
+
+struct PoolIndicesSpec {
+  c10::ScalarType dtype;
+  bool adaptive;
+  int index_bits;
+  std::string arch;
+  bool operator==(const PoolIndicesSpec& o) const {
+    return dtype == o.dtype && adaptive == o.adaptive && index_bits == o.index_bits && arch == o.arch;
+  }
+  size_t hash() const {
+    return (static_cast<size_t>(dtype) * 256 + index_bits * 2 + adaptive) ^ std::hash<std::string>()(arch);
+  }
+  std::vector<jit::KernelSource> sources() const;
+  std::string describe() const;
+};
 
 }  // namespace tileops::nvrtc
