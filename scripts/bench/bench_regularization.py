@@ -1,6 +1,7 @@
 """Regularization benchmarks on a GPU: DropoutFwdOp on its manifest workloads beside torch eager
 (F.dropout), torch.compile of it and a device copy of the same bytes (x read once, y written once).
-torch draws its mask from its own generator, ours from the seed: the same work, another mask.
+torch draws its mask from its own generator, ours from the seed; torch's eager dropout also writes
+its bool mask (more bytes than ours).
 A benchmark, not a test.
     python3 scripts/bench/bench_regularization.py [--json out.json] [--quick]
 """

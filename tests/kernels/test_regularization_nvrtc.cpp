@@ -62,7 +62,7 @@ TEST_P(DropoutCompiles, EveryAccessWidthToCubin) {
   for (int vec = 1; vec <= widest; vec *= 2) {
     const tileops::nvrtc::DropoutFamily family{nullptr};
     const auto spec = family.plan({dtype, vec}, facts, tileops::nvrtc::tuning());
-    EXPECT_EQ(spec, family.plan({dtype, vec}, facts, tileops::nvrtc::tuning()));
+    EXPECT_EQ(spec.vec, vec);
     const auto sources = spec.sources();
     ASSERT_EQ(sources.size(), 1u);
     names.insert(sources[0].name);
