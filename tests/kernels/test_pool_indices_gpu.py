@@ -1,11 +1,12 @@
 """The max pools with indices on the GPU (nvrtc target) against torch's CUDA kernels with
 return_indices=True: values and int64 indices equal on every param combination of the pool tests,
-on inputs full of ties and NaNs, on the manifest's workloads, unbatched, non-contiguous and
-empty-batch inputs, and under CUDA graph replay. Skipped without a GPU (conftest)."""
+on inputs full of ties and NaNs, on the manifest's workloads, windows too large to be written
+into a kernel, unbatched, non-contiguous and empty-batch inputs, and under CUDA graph replay. Skipped without a GPU (conftest)."""
 import pytest
 import torch
 
-from support.pool_cases import BY_STEM, SIZES, params_for
+import tileops
+from support.pool_cases import BY_STEM, SIZES, WIDE_CASES, params_for
 from support.pool_indices_cases import STEMS, assert_same, call, cases, reference, ties_and_nans
 
 pytestmark = pytest.mark.gpu
@@ -37,6 +38,41 @@ def test_workloads(stem, shape, params):
     for dtype in BY_STEM[stem].dtypes:
         x = ties_and_nans(shape, dtype, device="cuda", seed=len(shape))
         assert_same(call(stem, x, params), reference(stem, x, params))
+
+
+# windows of 32+ taps in a row (the value pools' warp cases), and windows past what pool_small_window
+# writes into a kernel (over 128 taps, or a value of 256 or more): the window a launch argument
+LARGE_WINDOWS = [c for c in WIDE_CASES if "max" in c[0]] + [
+    ("max_pool1d", (2, 3, 700), {"kernel_size": 300, "stride": 7, "padding": 150}),
+    ("max_pool1d", (2, 3, 400), {"kernel_size": 130, "stride": 5, "padding": 60, "dilation": 2, "ceil_mode": True}),
+    ("max_pool2d", (2, 3, 20, 21), {"kernel_size": 12, "stride": 3, "padding": 5}),
+    ("max_pool3d", (1, 3, 6, 9, 10), {"kernel_size": [3, 5, 9], "stride": [1, 2, 3], "padding": [1, 2, 4],
+                                      "ceil_mode": True}),
+]
+
+
+@pytest.mark.parametrize("stem,shape,params", LARGE_WINDOWS,
+                         ids=[f"{c[0]}-{'x'.join(map(str, c[1]))}-{c[2]}" for c in LARGE_WINDOWS])
+def test_large_windows(stem, shape, params):
+    for dtype in BY_STEM[stem].dtypes:
+        x = ties_and_nans(shape, dtype, device="cuda", seed=3)
+        assert_same(call(stem, x, params), reference(stem, x, params))
+
+
+def test_a_small_window_is_in_the_code_a_large_one_a_launch_argument(counters):
+    tileops.clear_kernel_caches()
+    x = ties_and_nans((2, 3, 40, 40), torch.float16, device="cuda")
+    call("max_pool2d", x, {"kernel_size": 3, "stride": 2, "padding": 1})
+    assert counters()["kernel_builds"] == 1
+    # sizes, ceil_mode and the index's plane are launch arguments: the same kernel
+    call("max_pool2d", ties_and_nans((5, 9, 33), torch.float16, device="cuda"),
+         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True})
+    assert counters()["kernel_builds"] == 1
+    call("max_pool2d", x, {"kernel_size": 2})  # another window in the code: a kernel of its own
+    assert counters()["kernel_builds"] == 2
+    call("max_pool2d", x, {"kernel_size": 12})  # 144 taps: the window is a launch argument
+    call("max_pool2d", x, {"kernel_size": [13, 11], "stride": 1})  # so this one shares that kernel
+    assert counters()["kernel_builds"] == 3
 
 
 @pytest.mark.parametrize("stem", STEMS)

@@ -371,25 +371,39 @@ TEST(PoolGrid, OneThreadAnOutputCappedAtTheGridLimit) {
   EXPECT_EQ(tileops::nvrtc::pool_grid(int64_t{1} << 45, 256), 0x7fffffffu);  // the kernel strides the rest
 }
 
-TEST(PoolIndicesCompiles, EveryDtypeIndexTypeAndBinRuleToCubin) {
+TEST(PoolIndicesCompiles, EveryDtypeIndexTypeBinRuleAndWindowKindToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  using tileops::nvrtc::PoolWindowParams;
+  // the resnet stem's 3x3 / 2 / 1 in each rank (dims before the op's: 1, 1, 0, 1)
+  const PoolWindowParams stem[3] = {{1, 1, 3, 1, 1, 2, 0, 0, 1, 1, 1, 1},
+                                    {1, 3, 3, 1, 2, 2, 0, 1, 1, 1, 1, 1},
+                                    {3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1, 1}};
   std::set<std::string> names;
   for (const char* arch : {"sm_80", "sm_90a"}) {
     for (const c10::ScalarType dtype : {c10::kHalf, c10::kBFloat16, c10::kFloat}) {
-      for (const bool adaptive : {false, true}) {
-        for (const int bits : {32, 64}) {
-          const tileops::nvrtc::PoolIndicesSpec s{dtype, adaptive, bits, arch};
+      for (const int bits : {32, 64}) {
+        const int rank = 1 + static_cast<int>(names.size() / 3) % 3;  // every rank across the loop
+        for (const tileops::nvrtc::PoolIndicesSpec& s :
+             {tileops::nvrtc::PoolIndicesSpec{dtype, 2, true, bits, arch},                // adaptive bins
+              tileops::nvrtc::PoolIndicesSpec{dtype, rank, false, bits, arch},            // window of the call
+              tileops::nvrtc::PoolIndicesSpec{dtype, rank, false, bits, arch, stem[rank - 1]}}) {  // in the code
           const auto sources = s.sources();
           ASSERT_EQ(sources.size(), 1u);
-          names.insert(sources[0].name);
+          EXPECT_TRUE(names.insert(sources[0].name).second) << sources[0].name;
           const auto cubin = tileops::jit::compile_to_cubin(sources[0]);
           EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << sources[0].name;
           EXPECT_NE(cubin.lowered_name.find("pool_max_indices_fwd"), std::string::npos) << cubin.lowered_name;
+          EXPECT_EQ(sources[0].name.find("__k3") != std::string::npos, s.fixed_window()) << sources[0].name;
         }
       }
     }
   }
-  EXPECT_EQ(names.size(), 24u);
+  EXPECT_EQ(names.size(), 36u);
+}
+
+TEST(PoolIndicesSpec, AdaptiveBinsRefuseAFixedWindow) {
+  const tileops::nvrtc::PoolIndicesSpec s{c10::kHalf, 2, true, 32, "sm_90a", {1, 2, 2, 1, 2, 2, 0, 0, 0, 1, 1, 1}};
+  EXPECT_THROW(s.sources(), c10::Error);
 }
 
 }  // namespace

@@ -113,9 +113,10 @@ __device__ __forceinline__ bool pool_window_inside(const I (&start)[3], const I 
   return inside;
 }
 
-// fn(element) for each tap of a fixed window W, unrolled, from the window's first corner `start`.
-// CHECK: skip taps outside the input; without it the caller saw the whole window inside (no
-// predicate a tap). Dims before F are 1 wide: never checked.
+// fn(at, element) for each tap of a fixed window W in row-major order, unrolled, from the window's
+// first corner `start`; `at` is the tap's index within its plane. CHECK: skip taps outside the
+// input; without it the caller saw the whole window inside (no predicate a tap). Dims before F are 1
+// wide: never checked.
 template <class W, int F, bool CHECK, typename T, typename I, class Fn>
 __device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[3], const I (&in)[3], Fn&& fn) {
 #pragma unroll
@@ -126,12 +127,13 @@ __device__ __forceinline__ void pool_fixed_taps(const T* base, const I (&start)[
     for (int b = 0; b < W::kernel(1); ++b) {
       const I ib = start[1] + b * W::dil(1);
       if (CHECK && F <= 1 && (ib < 0 || ib >= in[1])) continue;
-      const T* row = base + (ia * in[1] + ib) * in[2];
+      const I r = (ia * in[1] + ib) * in[2];
+      const T* row = base + r;
 #pragma unroll
       for (int c = 0; c < W::kernel(2); ++c) {
         const I ic = start[2] + c * W::dil(2);
         if (CHECK && (ic < 0 || ic >= in[2])) continue;
-        fn(row[ic]);
+        fn(r + ic, row[ic]);
       }
     }
   }
@@ -280,7 +282,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       }
       if constexpr (W::kFixed) {
         // taps outside the input add nothing (the count above excludes them)
-        auto add = [&](const T v) { sum += to_float(v); };
+        auto add = [&](I, const T v) { sum += to_float(v); };
         if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, add);
         else pool_fixed_taps<W, F, true>(base, s.start, g.in, add);
       } else {
@@ -305,7 +307,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       if (two) y[s.first + 1] = from_float<T>(best[1]);
     } else {
       float best = -__int_as_float(0x7f800000);
-      auto take = [&](const T v) { best = pool_max_nan(best, to_float(v)); };
+      auto take = [&](I, const T v) { best = pool_max_nan(best, to_float(v)); };
       if constexpr (W::kFixed) {
         if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, take);
         else pool_fixed_taps<W, F, true>(base, s.start, g.in, take);
@@ -313,7 +315,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
         for (I a = s.lo[0]; a < s.hi[0]; a += s.st[0])
           for (I b = s.lo[1]; b < s.hi[1]; b += s.st[1]) {
             const T* row = base + (a * in1 + b) * in2;
-            for (I c = s.lo[2]; c < s.hi[2]; c += s.st[2]) take(row[c]);
+            for (I c = s.lo[2]; c < s.hi[2]; c += s.st[2]) take(0, row[c]);
           }
       }
       y[idx] = from_float<T>(best);

@@ -1,62 +1,53 @@
 // MaxPool{1,2,3}dIndicesFwdOp and AdaptiveMaxPool2dIndicesFwdOp: max pools that also write each
 // output's int64 index within its input plane (the spatial dims flattened row-major), as torch's
-// return_indices=True. One thread an output, grid-stride; index math in I (int where the plan saw
-// every index and product below 2^31, pool_index_bits, else long long); the window from the call's
-// PoolGeometry by pool_fwd.cuh's rules. Taps are scanned in row-major order and a larger
-// value or a NaN takes over (torch's `val > max || isnan(val)`): of equal maxima the first is kept,
-// of NaNs the last; the index starts at the window's first tap.
+// return_indices=True. One thread an output on pool_fwd.cuh's walk (pool_items: grid-stride, with
+// int index math the coordinates split by multiply-high dividers); W is a small window written into
+// the code (taps unrolled, unchecked where the window lies inside the input) or the call's window
+// (loops). Taps are scanned in row-major order and a larger value or a NaN takes over (torch's
+// `val > max || isnan(val)`): of equal maxima the first is kept, of NaNs the last; the index starts
+// at the window's first tap inside the input (torch steps a negative start by the dilation).
 #pragma once
 #include "pool/pool_fwd.cuh"
 
 namespace tileops {
 
-constexpr int kPoolIndicesThreads = 256;
-
-template <typename T, typename I, bool ADAPTIVE>
-__global__ void __launch_bounds__(kPoolIndicesThreads)
-pool_max_indices_fwd(const T* __restrict__ x, T* __restrict__ y, long long* __restrict__ indices, long long outputs,
-                     PoolGeometry geometry) {
-  const PoolDims<I> g = pool_dims<I, PoolWindowOfCall>(geometry);
-  const I plane_in = g.in[0] * g.in[1] * g.in[2];
-  const I plane_out = g.out[0] * g.out[1] * g.out[2];
-  const I step = static_cast<I>(gridDim.x) * kPoolIndicesThreads;
-  for (I o = static_cast<I>(blockIdx.x) * kPoolIndicesThreads + threadIdx.x; o < outputs; o += step) {
-    const I plane = o / plane_out;
-    I rest = o - plane * plane_out;
-    I lo[3], hi[3], st[3];
-#pragma unroll
-    for (int j = 2; j >= 0; --j) {
-      const I q = rest / g.out[j];
-      const I oj = rest - q * g.out[j];
-      rest = q;
-      if (ADAPTIVE) {  // [floor(o * in / out), ceil((o + 1) * in / out))
-        lo[j] = oj * g.in[j] / g.out[j];
-        hi[j] = ((oj + 1) * g.in[j] + g.out[j] - 1) / g.out[j];
-        st[j] = 1;
-      } else {  // start + i * dil for i < kernel, from the first tap at or past 0, below in
-        const I start = oj * g.stride[j] - g.pad[j];
-        lo[j] = start < 0 ? start + (-start + g.dil[j] - 1) / g.dil[j] * g.dil[j] : start;
-        hi[j] = pool_min(start + (g.kernel[j] - 1) * g.dil[j] + 1, g.in[j]);
-        st[j] = g.dil[j];
-      }
-    }
-    const T* base = x + static_cast<long long>(plane) * plane_in;
+template <typename T, typename I, int R, bool ADAPTIVE, class W = PoolWindowOfCall>
+__global__ void pool_max_indices_fwd(const T* __restrict__ x, T* __restrict__ y, long long* __restrict__ indices,
+                                     long long outputs, PoolGeometry geometry, PoolDividers dividers) {
+  static_assert(R >= 1 && R <= 3, "pool_max_indices_fwd pools 1, 2 or 3 trailing dims");
+  static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
+  constexpr int F = 3 - R;  // first dim used
+  pool_items<I, R, kPoolMax, ADAPTIVE, W, 1>(geometry, outputs, dividers, [&](I idx, const PoolSite<I>& s,
+                                                                               const PoolDims<I>& g, I plane_size) {
+    const T* base = x + s.plane * plane_size;
     float best = -__int_as_float(0x7f800000);
-    I at = (lo[0] * g.in[1] + lo[1]) * g.in[2] + lo[2];
-    for (I a = lo[0]; a < hi[0]; a += st[0])
-      for (I b = lo[1]; b < hi[1]; b += st[1]) {
-        const I row = (a * g.in[1] + b) * g.in[2];
-        for (I c = lo[2]; c < hi[2]; c += st[2]) {
-          const float v = to_float(base[row + c]);
-          if (v > best || v != v) {
-            best = v;
-            at = row + c;
-          }
-        }
+    I at;
+    auto take = [&](I i, const T v) {
+      const float f = to_float(v);
+      if (f > best || f != f) {
+        best = f;
+        at = i;
       }
-    y[o] = from_float<T>(best);
-    indices[o] = at;
-  }
+    };
+    if constexpr (W::kFixed) {
+      I first[3] = {0, 0, 0};
+#pragma unroll
+      for (int j = F; j < 3; ++j)
+        first[j] = s.start[j] < 0 ? s.start[j] + (-s.start[j] + W::dil(j) - 1) / W::dil(j) * W::dil(j) : s.start[j];
+      at = (first[0] * g.in[1] + first[1]) * g.in[2] + first[2];
+      if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, take);
+      else pool_fixed_taps<W, F, true>(base, s.start, g.in, take);
+    } else {
+      at = (s.lo[0] * g.in[1] + s.lo[1]) * g.in[2] + s.lo[2];
+      for (I a = s.lo[0]; a < s.hi[0]; a += s.st[0])
+        for (I b = s.lo[1]; b < s.hi[1]; b += s.st[1]) {
+          const I row = (a * g.in[1] + b) * g.in[2];
+          for (I c = s.lo[2]; c < s.hi[2]; c += s.st[2]) take(row + c, base[row + c]);
+        }
+    }
+    y[idx] = from_float<T>(best);
+    indices[idx] = at;
+  });
 }
 
 }  // namespace tileops

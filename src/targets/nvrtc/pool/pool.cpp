@@ -34,8 +34,6 @@ struct PoolArgs {
 };
 using ArgsReader = PoolArgs (*)(const OpCall&, int rank);
 
-c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
-
 template <class View>
 PoolArgs avg_args(const OpCall& call, int rank) {
   const View v(call);
@@ -251,14 +249,12 @@ PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
   return s;
 }
 
-namespace {
-size_t window_hash(const PoolWindowParams& w) {
+size_t pool_window_hash(const PoolWindowParams& w) {
   int64_t packed[2] = {0, 0};  // 12 values below 256: 8 bits each
   for (int k = 0; k < 12; ++k) packed[k / 6] |= static_cast<int64_t>(w[k] & 255) << (8 * (k % 6));
   return hash_words({packed[0], packed[1]});
 }
-// "k3x3s2x2p1x1d1x1": the op's dims of a fixed window
-std::string window_tag(const PoolWindowParams& w, int rank) {
+std::string pool_window_tag(const PoolWindowParams& w, int rank) {
   std::string t;
   const char* what = "kspd";
   for (int k = 0; k < 4; ++k) {
@@ -267,16 +263,20 @@ std::string window_tag(const PoolWindowParams& w, int rank) {
   }
   return t;
 }
-}  // namespace
+std::string pool_window_expr(const PoolWindowParams& w) {
+  std::string e = "tileops::PoolWindow<";
+  for (int k = 0; k < 12; ++k) e += (k ? "," : "") + std::to_string(w[k]);
+  return e + ">";
+}
 
 size_t PoolProblem::hash() const {
   return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes, wide}) ^
-         window_hash(window);
+         pool_window_hash(window);
 }
 size_t PoolSpec::hash() const {
   return hash_words(
              {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes, wide}) ^
-         window_hash(window) ^ std::hash<std::string>()(arch);
+         pool_window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
 std::string pool_name(const PoolSpec& s) {
@@ -284,7 +284,7 @@ std::string pool_name(const PoolSpec& s) {
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
          std::to_string(s.threads) + (s.lanes ? "__g" + std::to_string(s.lanes) : "") +
          (s.wide ? "__w" + std::to_string(s.wide) : "") +
-         (s.fixed_window() ? "__" + window_tag(s.window, s.rank) : "") + "__" + s.arch;
+         (s.fixed_window() ? "__" + pool_window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
 jit::KernelSource pool_source(const PoolSpec& s) {
@@ -303,11 +303,7 @@ jit::KernelSource pool_source(const PoolSpec& s) {
                             : std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + head + ", " +
                                   (s.adaptive ? "true" : "false");
   if (s.lanes) expr += ", " + std::to_string(s.lanes);
-  if (s.fixed_window()) {
-    expr += ", tileops::PoolWindow<";
-    for (int k = 0; k < 12; ++k) expr += (k ? "," : "") + std::to_string(s.window[k]);
-    expr += ">";
-  }
+  if (s.fixed_window()) expr += ", " + pool_window_expr(s.window);
   expr += ">";
   return make_source(pool_name(s), "pool/pool_fwd.cuh", expr, s.arch);
 }
@@ -318,7 +314,7 @@ std::string PoolSpec::describe() const {
          ", rank=" + std::to_string(rank) + ", dtype=" + short_type_name(dtype) + ", index=int" +
          std::to_string(index_bits) + ", threads=" + std::to_string(threads) + (lanes ? ", " + std::to_string(lanes) + " lanes an output" : "") +
          (wide ? ", " + std::to_string(wide) + " outputs from a 16-byte vector" : "") +
-         (fixed_window() ? ", window=" + window_tag(window, rank) : "") + ")";
+         (fixed_window() ? ", window=" + pool_window_tag(window, rank) : "") + ")";
 }
 
 TILEOPS_BUILTIN_KERNEL(nvrtc, AvgPool1dFwdOp, avg_pool1d_builder);

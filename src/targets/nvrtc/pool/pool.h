@@ -13,6 +13,7 @@
 #include <c10/util/ArrayRef.h>
 
 #include <array>
+#include <optional>
 
 #include <cstdint>
 #include <string>
@@ -131,27 +132,42 @@ int pool_cta_threads(int64_t units, int sm_count, int max_threads);
 // kernel strides past it).
 unsigned pool_grid(int64_t units, int items);
 
+// "k3x3s2x2p1x1d1x1": a fixed window's values in the op's `rank` dims (kernel names, describe()).
+std::string pool_window_tag(const PoolWindowParams& w, int rank);
+// "tileops::PoolWindow<...>": a fixed window as the kernel's template argument.
+std::string pool_window_expr(const PoolWindowParams& w);
+size_t pool_window_hash(const PoolWindowParams& w);
+// An optional int list of an op's view (stride=None), empty where absent.
+inline c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
+
 // MaxPool{1,2,3}dIndicesFwdOp and AdaptiveMaxPool2dIndicesFwdOp (src/kernels/pool/pool_max_indices_fwd.cuh,
-// pool_max_indices.cpp): one kernel per dtype, index type and adaptive or not, a thread an output; the
-// geometry (pool_geometry) and sizes are launch arguments.
+// pool_max_indices.cpp): a thread an output on the value pools' walk (dividers, CTA size by
+// pool_cta_threads); a kernel per dtype, rank, index type, adaptive or not and, where
+// pool_small_window allows, window (in its code); else the window is a launch argument.
 struct PoolIndicesProblem {
   c10::ScalarType dtype;
+  int rank;
   int index_bits;  // 32 or 64, as pool_index_bits
-  bool operator==(const PoolIndicesProblem& o) const { return dtype == o.dtype && index_bits == o.index_bits; }
-  size_t hash() const { return static_cast<size_t>(dtype) * 128 + index_bits; }
+  PoolWindowParams window{};  // pool_small_window's (all zero for adaptive bins and large windows)
+  bool operator==(const PoolIndicesProblem& o) const {
+    return dtype == o.dtype && rank == o.rank && index_bits == o.index_bits && window == o.window;
+  }
+  size_t hash() const;
 };
 
 struct PoolIndicesSpec {
   c10::ScalarType dtype;
+  int rank;
   bool adaptive;
   int index_bits;
   std::string arch;
+  PoolWindowParams window{};  // nonzero: the window the kernel's code holds
+  bool fixed_window() const { return window[0] != 0; }
   bool operator==(const PoolIndicesSpec& o) const {
-    return dtype == o.dtype && adaptive == o.adaptive && index_bits == o.index_bits && arch == o.arch;
+    return dtype == o.dtype && rank == o.rank && adaptive == o.adaptive && index_bits == o.index_bits &&
+           arch == o.arch && window == o.window;
   }
-  size_t hash() const {
-    return (static_cast<size_t>(dtype) * 256 + index_bits * 2 + adaptive) ^ std::hash<std::string>()(arch);
-  }
+  size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };

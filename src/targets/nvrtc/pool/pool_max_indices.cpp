@@ -1,6 +1,7 @@
 // MaxPool{1,2,3}dIndicesFwdOp and AdaptiveMaxPool2dIndicesFwdOp on the nvrtc target (pool.h):
 // problem, plan, launch and registration.
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 
 #include <memory>
 #include <string>
@@ -15,7 +16,7 @@
 namespace tileops::nvrtc {
 namespace {
 
-constexpr int kPoolIndicesCtaThreads = 256;  // kPoolIndicesThreads of the kernel header
+constexpr int kPoolIndicesThreads = 256;  // a CTA's most; fewer for small calls (pool_cta_threads)
 
 namespace max1i = tileops::ops::pool_max_pool1d_indices_fwd;
 namespace max2i = tileops::ops::pool_max_pool2d_indices_fwd;
@@ -30,8 +31,6 @@ struct PoolIndicesArgs {
   PoolGeometry g;
 };
 using IndicesReader = PoolIndicesArgs (*)(const OpCall&);
-
-c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
 
 template <class View, int R>
 PoolIndicesArgs pooled_args(const OpCall& call) {
@@ -48,7 +47,8 @@ PoolIndicesArgs adaptive_args(const OpCall& call) {
 
 class PoolIndicesKernel final : public Kernel {
  public:
-  PoolIndicesKernel(LoadedKernel k, IndicesReader args) : k_(std::move(k)), args_(args) {}
+  PoolIndicesKernel(LoadedKernel k, IndicesReader args, int sm_count)
+      : k_(std::move(k)), args_(args), sm_count_(sm_count) {}
   void launch(const OpCall& call) const override {
     PoolIndicesArgs a = args_(call);
     long long outputs = a.y.numel();
@@ -56,50 +56,77 @@ class PoolIndicesKernel final : public Kernel {
     const void* xp = a.x.const_data_ptr();
     void* yp = a.y.mutable_data_ptr();
     void* ip = a.indices.mutable_data_ptr();
-    void* args[] = {&xp, &yp, &ip, &outputs, &a.g};
-    nvrtc::launch(k_, pool_grid(outputs, kPoolIndicesCtaThreads), kPoolIndicesCtaThreads, 0, args);
+    PoolDividers dividers = pool_dividers(a.g, 1);
+    void* args[] = {&xp, &yp, &ip, &outputs, &a.g, &dividers};
+    const int threads = pool_cta_threads(outputs, sm_count_, kPoolIndicesThreads);
+    nvrtc::launch(k_, pool_grid(outputs, threads), static_cast<unsigned>(threads), 0, args);
   }
 
  private:
   LoadedKernel k_;
   IndicesReader args_;
+  int sm_count_;
 };
 
 struct PoolIndicesFamily {
   using Problem = PoolIndicesProblem;
   using Spec = PoolIndicesSpec;
+  int rank;
   bool adaptive;
   IndicesReader args;
   Problem problem(const OpCall& call) const {
     const PoolIndicesArgs a = args(call);
-    return {a.x.scalar_type(), pool_index_bits(a.x.numel(), a.y.numel(), a.g)};
+    return {a.x.scalar_type(), rank, pool_index_bits(a.x.numel(), a.y.numel(), a.g),
+            adaptive ? PoolWindowParams{} : pool_small_window(a.g)};
   }
+  // a small window in the code (taps unrolled, no loop bounds or divisions by kernel params), else
+  // one kernel for every window
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
-    return {q.dtype, adaptive, q.index_bits, dev.arch};
+    return {q.dtype, q.rank, adaptive, q.index_bits, dev.arch, q.window};
   }
-  std::shared_ptr<const Kernel> make(const Spec&, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    return std::make_shared<PoolIndicesKernel>(std::move(k[0]), args);
+  std::shared_ptr<const Kernel> make(const Spec&, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    return std::make_shared<PoolIndicesKernel>(std::move(k[0]), args, dev.sm_count);
   }
 };
 
-KernelBuilder max_pool1d_indices_builder() { return spec_builder(PoolIndicesFamily{false, pooled_args<max1i::View, 1>}); }
-KernelBuilder max_pool2d_indices_builder() { return spec_builder(PoolIndicesFamily{false, pooled_args<max2i::View, 2>}); }
-KernelBuilder max_pool3d_indices_builder() { return spec_builder(PoolIndicesFamily{false, pooled_args<max3i::View, 3>}); }
-KernelBuilder adaptive_max_pool2d_indices_builder() { return spec_builder(PoolIndicesFamily{true, adaptive_args}); }
+KernelBuilder max_pool1d_indices_builder() {
+  return spec_builder(PoolIndicesFamily{1, false, pooled_args<max1i::View, 1>});
+}
+KernelBuilder max_pool2d_indices_builder() {
+  return spec_builder(PoolIndicesFamily{2, false, pooled_args<max2i::View, 2>});
+}
+KernelBuilder max_pool3d_indices_builder() {
+  return spec_builder(PoolIndicesFamily{3, false, pooled_args<max3i::View, 3>});
+}
+KernelBuilder adaptive_max_pool2d_indices_builder() { return spec_builder(PoolIndicesFamily{2, true, adaptive_args}); }
 
 }  // namespace
 
+size_t PoolIndicesProblem::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), rank, index_bits}) ^ pool_window_hash(window);
+}
+size_t PoolIndicesSpec::hash() const {
+  return hash_words({static_cast<int64_t>(dtype), rank, adaptive, index_bits}) ^ pool_window_hash(window) ^
+         std::hash<std::string>()(arch);
+}
+
 std::vector<jit::KernelSource> PoolIndicesSpec::sources() const {
-  const std::string name = std::string("pool_max_indices_fwd__") + short_type_name(dtype) + "__i" +
-                           std::to_string(index_bits) + (adaptive ? "__adaptive" : "") + "__" + arch;
-  const std::string expr = std::string("tileops::pool_max_indices_fwd<") + kernel_type_name(dtype) + ", " +
-                           (index_bits == 32 ? "int" : "long long") + ", " + (adaptive ? "true" : "false") + ">";
-  return {make_source(name, "pool/pool_max_indices_fwd.cuh", expr, arch)};
+  TORCH_CHECK(rank >= 1 && rank <= 3, "tileops: pool_max_indices_fwd pools 1 to 3 dims, not ", rank);
+  TORCH_CHECK(!(adaptive && fixed_window()), "tileops: pool_max_indices_fwd: adaptive bins have no fixed window");
+  const std::string name = std::string(adaptive ? "adaptive_" : "") + "max_pool" + std::to_string(rank) +
+                           "d_indices_fwd__" + short_type_name(dtype) + "__i" + std::to_string(index_bits) +
+                           (fixed_window() ? "__" + pool_window_tag(window, rank) : "") + "__" + arch;
+  std::string expr = std::string("tileops::pool_max_indices_fwd<") + kernel_type_name(dtype) + ", " +
+                     (index_bits == 32 ? "int" : "long long") + ", " + std::to_string(rank) + ", " +
+                     (adaptive ? "true" : "false");
+  if (fixed_window()) expr += ", " + pool_window_expr(window);
+  return {make_source(name, "pool/pool_max_indices_fwd.cuh", expr + ">", arch)};
 }
 
 std::string PoolIndicesSpec::describe() const {
-  return std::string("pool_max_indices_fwd(dtype=") + short_type_name(dtype) + ", index_bits=" +
-         std::to_string(index_bits) + (adaptive ? ", adaptive)" : ")");
+  return std::string("pool_max_indices_fwd(") + (adaptive ? "adaptive, " : "") + "rank=" + std::to_string(rank) +
+         ", dtype=" + short_type_name(dtype) + ", index=int" + std::to_string(index_bits) +
+         (fixed_window() ? ", window=" + pool_window_tag(window, rank) : "") + ")";
 }
 
 TILEOPS_BUILTIN_KERNEL(nvrtc, MaxPool1dIndicesFwdOp, max_pool1d_indices_builder);
