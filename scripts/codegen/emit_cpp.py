@@ -38,6 +38,7 @@ def param_cpp_type(p: Param) -> str:
         "Device": "c10::Device",
         "ScalarType": "c10::ScalarType",
         "Scalar": "const at::Scalar&",
+        "SymInt": "c10::SymInt",
     }[p.type]
     if p.nullable and p.type == "Scalar":
         return "const std::optional<at::Scalar>&"
@@ -572,6 +573,8 @@ def param_value(p: Param) -> str:
     if p.type == "Scalar":  # Int, Real or Bool, as the caller's number is
         return (f"({n}.has_value() ? tileops::check::scalar_value(*{n}) : tileops::ParamValue())" if p.nullable
                 else f"tileops::check::scalar_value({n})")
+    if p.type == "SymInt":  # a real call's value is known; a factory on meta guards on it
+        return f"tileops::ParamValue::integer({n}.guard_int(__FILE__, __LINE__))"
     ctor = {"int": "integer", "float": "real", "bool": "boolean", "str": "string", "Device": "device",
             "ScalarType": "dtype"}[p.type]
     if p.nullable:
@@ -761,6 +764,8 @@ def _load_param(p: Param, var: str, iv: str) -> list[str]:
                     f"const c10::SymIntArrayRef {var}({var}__v);"]
         return [f"std::vector<c10::SymInt> {var}__v;", f"at::OptionalSymIntArrayRef {var};",
                 f"if (!{iv}.isNone()) {{ {var}__v = {iv}.toSymIntVector(); {var} = c10::SymIntArrayRef({var}__v); }}"]
+    if p.type == "SymInt":
+        return [f"const c10::SymInt {var}({iv}.toSymInt());"]
     get = {"int": "toInt()", "float": "toDouble()", "bool": "toBool()", "str": "toStringRef()",
            "Device": "toDevice()", "ScalarType": "toScalarType()"}[p.type]
     base = {"int": "int64_t", "float": "double", "bool": "bool", "str": "c10::string_view", "Device": "c10::Device",
@@ -1049,6 +1054,7 @@ def _registration_unit(ops, impl, primary: bool) -> str:
 # C++ type and ParamValue read of each manifest param type, as a view returns it.
 VIEW_PARAM = {
     "int": ("int64_t", "as_int"),
+    "SymInt": ("int64_t", "as_int"),  # the call's value
     "float": ("double", "as_real"),
     "bool": ("bool", "as_bool"),
     "str": ("std::string_view", "as_str"),

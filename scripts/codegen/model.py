@@ -38,6 +38,9 @@ PARAM_TYPES = {
     "Device": "Device",
     "ScalarType": "ScalarType",
     "Scalar": "Scalar",  # a Python number (int, float or bool), as in torch.add's alpha
+    # an int that torch.compile may keep symbolic: a graph input, so a new value (a dropout seed a
+    # step) reuses the graph; only the kernel reads it (no rules, choices or None)
+    "SymInt": "SymInt",
 }
 STATUSES = ("spec-only", "implemented")
 
@@ -399,10 +402,13 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
     if base not in PARAM_TYPES:
         ctx.fail(spec.line_of("type"), f"param '{name}': unknown type '{ptype}'; known: "
                                        f"{', '.join(PARAM_TYPES)}, int[N] for N in 1..9 (append '?' for None)")
+    if base == "SymInt" and nullable:
+        ctx.fail(spec.line_of("type"), f"param '{name}': SymInt takes no None (an int the kernel reads)")
     default = spec.get("default", NO_DEFAULT)
     if "default" in spec:
         ok = {
             "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "SymInt": lambda v: isinstance(v, int) and not isinstance(v, bool),
             "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
             "bool": lambda v: isinstance(v, bool),
             "str": lambda v: isinstance(v, str),

@@ -162,6 +162,29 @@ def test_a_float_rule_is_checked_in_double():
     assert "(static_cast<double>(p) * 2.0) <= 1.0" in second[0]
 
 
+SYMINT_PARAM = "params:\n      seed: %s\n    outputs:"
+
+
+def test_a_symint_param_is_symbolic_in_the_schema_and_the_calls_value_in_the_view():
+    (op,) = build_ops([parse_text(GOOD.replace("outputs:", SYMINT_PARAM % "{type: SymInt, default: 0}", 1),
+                                  "manifests/t.yaml")])
+    (seed,) = op.params
+    assert emit_cpp.branch_args(op, op.branches[0])[-1] == ("SymInt seed=0", "c10::SymInt", "seed")
+    assert emit_cpp.param_value(seed) == "tileops::ParamValue::integer(seed.guard_int(__FILE__, __LINE__))"
+    assert emit_cpp.view_param_getter(seed, "p_[0]") == "  int64_t seed() const { return p_[0].as_int(); }"
+    assert emit_cpp._load_param(seed, "seed", "iv") == ["const c10::SymInt seed(iv.toSymInt());"]
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("{type: 'SymInt?', default: null}", "param 'seed': SymInt takes no None"),
+    ("{type: SymInt, default: 0}\n    shape_rules: ['seed >= 0']", "'seed' is not an int param"),
+    ("{type: SymInt, choices: [0, 1]}", "param 'seed': choices must be a non-empty list of SymInt"),
+    ("{type: SymInt, default: 0.5}", "param 'seed': default 0.5 is not a SymInt"),
+])
+def test_a_symint_param_is_read_by_the_kernel_alone(spec, message):
+    assert message in error_of(GOOD.replace("outputs:", SYMINT_PARAM % spec, 1))
+
+
 def test_two_buffer_outputs_are_refused():
     text = GOOD.replace("y: {dtype: same_as(x), shape: same_as(x)}",
                         "y: {dtype: same_as(x), shape: same_as(x), buffer: out}\n"

@@ -1,8 +1,8 @@
 """DropoutFwdOp / DropoutBwdOp on CPU (reference target) against the formula of docs/CONTRACT.md §11
 computed in numpy (tests/support/philox.py): Random123's known answer, bit-exact outputs for every
 dtype, p, seed and shape, the drop rate, NaN/infinity/-0.0, p = 0 / 1 and training=False, strides,
-out=, the gradient through the autograd pairing, argument errors, Meta/fake tensors, torch.compile,
-torch.export, opcheck."""
+out=, the gradient through the autograd pairing, argument errors, Meta/fake tensors, torch.compile
+(the seed a graph input), torch.export, opcheck."""
 
 import math
 
@@ -177,6 +177,20 @@ def test_compiles_to_one_node_with_dynamic_shapes_and_exports():
     ep = torch.export.export(M(), (x,), dynamic_shapes=({0: torch.export.Dim("s")},))
     assert sum(n.op == "call_function" and n.target == OP.default for n in ep.graph.nodes) == 1
     bits_equal(ep.module()(x), dropout(x, 0.6, 99))
+
+
+@pytest.mark.parametrize("inductor", [False, True], ids=["traced", "inductor"])
+def test_a_new_seed_reuses_the_compiled_graph(inductor):
+    """The seed is a SymInt of the schema: when it changes, dynamo makes it a graph input (its
+    automatic dynamic ints) instead of compiling a graph per value, so a seed a step compiles twice
+    at most; the graph then passes each call's seed to the op."""
+    torch._dynamo.reset()
+    rec = GraphRecorder(inductor=inductor)
+    fn = torch.compile(lambda x, s: OP(x, p=0.3, seed=s) + BWD(x, p=0.6, seed=s + 1), fullgraph=True, backend=rec)
+    x = sample((6, 40), torch.float32, seed=2)
+    for seed in range(1000, 1006):
+        bits_equal(fn(x, seed), dropout(x, 0.3, seed) + dropout(x, 0.6, seed + 1))
+    assert len(rec.graphs) <= 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
