@@ -261,14 +261,16 @@ __device__ __forceinline__ void pool_items(const PoolGeometry& geometry, long lo
 // units: the outputs, or for a max pool with a fixed window the pairs of neighbouring
 // outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
 // the units a row.
-template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
+// P: outputs a thread (two: the window's taps that both windows cover are loaded once; the plan
+// takes one on rows of few outputs).
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall,
+          int P = pool_outputs_a_thread<MODE, W>()>
 __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
                          PoolDividers dividers, int count_include_pad, long long divisor_override) {
   static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
   static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
+  static_assert(P == 1 || P == pool_outputs_a_thread<MODE, W>(), "two outputs a thread: max pools, fixed windows");
   constexpr int F = 3 - R;  // first dim used
-  // two outputs a thread: the window's taps that both windows cover are loaded once
-  constexpr int P = pool_outputs_a_thread<MODE, W>();
   pool_items<I, R, MODE, ADAPTIVE, W, P>(geometry, units, dividers, [&](I idx, const PoolSite<I>& s,
                                                                         const PoolDims<I>& g, I plane_size) {
     const T* base = x + s.plane * plane_size;
