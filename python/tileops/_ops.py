@@ -53,6 +53,10 @@ class Op:
             raise ValueError(f"{self.op_class}: unknown target '{target}' (registered: {', '.join(target_names())})")
         self.target = target
         self._params = tuple(values[p["name"]] for p in params)
+        # Built while dynamo traces (an Op made inside the compiled function): its params are the
+        # trace's own values, constants or the function's inputs, and the object exists only in
+        # the trace, so _bound_params cannot run on it.
+        self._made_in_trace = torch.compiler.is_compiling()
         for p in params:
             setattr(self, p["name"], values[p["name"]])
 
@@ -62,6 +66,9 @@ class Op:
     @torch.compiler.assume_constant_result
     def _bound_params(self) -> tuple:
         return self._params
+
+    def _call_params(self) -> tuple:
+        return self._params if self._made_in_trace else self._bound_params()
 
     def __call__(self, *tensors: Any, out: torch.Tensor | None = None):
         inputs = self._entry["inputs"]
@@ -77,8 +84,8 @@ class Op:
             if overload is None:
                 raise TypeError(f"{self.op_class} has no output buffer branch"
                                 + (" that writes its inputs in place" if self.inplace else ""))
-            return overload(*args, out, *self._bound_params(), **kwargs)
-        result = overload(*args, *self._bound_params(), **kwargs)
+            return overload(*args, out, *self._call_params(), **kwargs)
+        result = overload(*args, *self._call_params(), **kwargs)
         if result is None and self.inplace:
             # As torch's in-place functions (relu_, F.silu(inplace=True)): return the written input(s).
             written = [a for a, i in zip(args, inputs) if i["mutated"] != "no"]

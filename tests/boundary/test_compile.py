@@ -99,3 +99,25 @@ def test_op_class_float_param_is_a_constant_under_dynamic_compile():
         x = torch.randn(m, 64)
         torch.testing.assert_close(fn(x, w, b), torch.nn.functional.layer_norm(x, [64], w, b, 1e-3))
     assert compiles == [0]  # one compile, and eps is no 0-dim tensor input of the graph
+
+
+def test_an_op_built_inside_the_compiled_function():
+    # The Op made while dynamo traces exists only in the trace: its params are the trace's values
+    # (a constant eps; a seed that is an input of the function, symbolic once it changes).
+    from tileops.regularization import DropoutFwdOp
+
+    torch._dynamo.reset()
+    rec = GraphRecorder()
+    fn = torch.compile(lambda x, w: RMSNormFwdOp((32,), eps=1e-3)(x, w), fullgraph=True, backend=rec)
+    for m in (4, 9):
+        x, w = torch.randn(m, 32), torch.randn(32)
+        torch.testing.assert_close(fn(x, w), torch.nn.functional.rms_norm(x, [32], w, 1e-3))
+    assert rec.calls() == [torch.ops.tileops.norm_rms_norm_fwd.default]
+
+    torch._dynamo.reset()
+    rec = GraphRecorder()
+    fn = torch.compile(lambda x, s: DropoutFwdOp(p=0.3, seed=s)(x), fullgraph=True, backend=rec)
+    x = torch.randn(6, 40)
+    for seed in range(1000, 1005):
+        assert torch.equal(fn(x, seed), torch.ops.tileops.regularization_dropout_fwd(x, 0.3, seed))
+    assert len(rec.graphs) <= 2
