@@ -573,7 +573,7 @@ def param_value(p: Param) -> str:
     if p.type == "Scalar":  # Int, Real or Bool, as the caller's number is
         return (f"({n}.has_value() ? tileops::check::scalar_value(*{n}) : tileops::ParamValue())" if p.nullable
                 else f"tileops::check::scalar_value({n})")
-    if p.type == "SymInt":  # a real call's value is known; a factory on meta guards on it
+    if p.type == "SymInt":  # a boundary's value: a real call's, concrete (factories take no SymInt)
         return f"tileops::ParamValue::integer({n}.guard_int(__FILE__, __LINE__))"
     ctor = {"int": "integer", "float": "real", "bool": "boolean", "str": "string", "Device": "device",
             "ScalarType": "dtype"}[p.type]

@@ -424,6 +424,8 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
         if isinstance(default, list):
             default = tuple(default)
     choices = spec.get("choices")
+    if choices is not None and base == "SymInt":
+        ctx.fail(spec.line_of("choices"), f"param '{name}': SymInt takes no choices (an int the kernel reads)")
     if choices is not None:
         if base not in ("str", "int", "ScalarType") or not isinstance(choices, list) or not choices:
             ctx.fail(spec.line_of("choices"), f"param '{name}': choices must be a non-empty list of {base}")
@@ -658,6 +660,9 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     if not inputs and status == "implemented" and not any(p.type == "Device" for p in params):
         ctx.fail(sig.line, "an op without tensor inputs needs a Device param: it decides where outputs live and "
                            "which target serves the call")
+    if not inputs and any(p.type == "SymInt" for p in params):
+        ctx.fail(sig.line, "an op without tensor inputs takes no SymInt param: on the meta device its value "
+                           "would be guarded, so it would not stay symbolic")
     if not inputs and any(o.buffer or o.optional for o in outputs):
         ctx.fail(sig.line, "an op without tensor inputs has no out buffer or optional outputs")
 

@@ -4,7 +4,7 @@ import torch._dynamo
 
 import tileops
 from tileops.norm import RMSNormFwdOp
-from support.graphs import GraphRecorder
+from support.graphs import GraphRecorder, symint_inputs
 
 
 def test_cold_fullgraph_compile_sees_one_node(counters):
@@ -120,4 +120,5 @@ def test_an_op_built_inside_the_compiled_function():
     x = torch.randn(6, 40)
     for seed in range(1000, 1005):
         assert torch.equal(fn(x, seed), torch.ops.tileops.regularization_dropout_fwd(x, 0.3, seed))
-    assert len(rec.graphs) <= 2
+    assert 1 <= len(rec.graphs) <= 2
+    assert symint_inputs(rec.graphs[-1]), "the seed is an input of the last graph"

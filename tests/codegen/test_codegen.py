@@ -178,11 +178,18 @@ def test_a_symint_param_is_symbolic_in_the_schema_and_the_calls_value_in_the_vie
 @pytest.mark.parametrize("spec,message", [
     ("{type: 'SymInt?', default: null}", "param 'seed': SymInt takes no None"),
     ("{type: SymInt, default: 0}\n    shape_rules: ['seed >= 0']", "'seed' is not an int param"),
-    ("{type: SymInt, choices: [0, 1]}", "param 'seed': choices must be a non-empty list of SymInt"),
+    ("{type: SymInt, choices: [0, 1]}", "param 'seed': SymInt takes no choices"),
     ("{type: SymInt, default: 0.5}", "param 'seed': default 0.5 is not a SymInt"),
 ])
 def test_a_symint_param_is_read_by_the_kernel_alone(spec, message):
     assert message in error_of(GOOD.replace("outputs:", SYMINT_PARAM % spec, 1))
+
+
+def test_an_op_without_tensor_inputs_takes_no_symint():
+    text = GOOD.replace('inputs:\n      x: {dtype: float16, shape: "[..., n]"}\n',
+                        "inputs: {}\n    params:\n      n: {type: int}\n      device: {type: Device}\n"
+                        "      seed: {type: SymInt, default: 0}\n").replace("same_as(x), shape: same_as(x)", 'float16, shape: "[n]"')
+    assert "an op without tensor inputs takes no SymInt param" in error_of(text)
 
 
 def test_two_buffer_outputs_are_refused():

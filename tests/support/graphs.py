@@ -20,3 +20,9 @@ class GraphRecorder:
         """What graph i calls, in order (tuple indexing left out); packets: overload packets, not overloads."""
         return [getattr(n.target, "overloadpacket", n.target) if packets else n.target
                 for n in self.graphs[i].graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+
+
+def symint_inputs(gm):
+    """The placeholders of a dynamo graph that stand for a symbolic int (an int made an input)."""
+    import torch
+    return [n.name for n in gm.graph.nodes if n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.SymInt)]
