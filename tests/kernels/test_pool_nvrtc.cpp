@@ -252,6 +252,9 @@ TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThreadOnLongRows) {
   EXPECT_EQ(tileops::jit::compile_to_cubin(src).image.substr(0, 4), std::string("\x7f" "ELF"));
   // avg pools and wide rows are not paired either way
   EXPECT_FALSE(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w, 0, 0, true}, h200).single);
+  const PoolSpec wide = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 4, true}, h200);
+  EXPECT_FALSE(wide.single);
+  EXPECT_EQ(wide.outputs_a_thread(), 4);
   // TILEOPS_TUNE=pool_max_outputs=N decides alone
   tileops::nvrtc::Tuning one, two;
   one.pool_max_outputs = 1;
