@@ -77,28 +77,19 @@ struct AdaptiveMaxPool2dRef {
   }
 };
 
-// The max pools with indices: (values, indices) from ATen's *_with_indices.
-struct MaxPool1dIndicesRef {
-  using View = max1i::View;
+// The max pools with indices: (values, indices) from ATen's max_pool{1,2,3}d_with_indices.
+using MaxPoolWithIndices = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                                                                   at::IntArrayRef, at::IntArrayRef, bool);
+template <class V, MaxPoolWithIndices Fn>
+struct MaxPoolIndicesRef {
+  using View = V;
   static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
-    return at::max_pool1d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
-                                       v.ceil_mode());
+    return Fn(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(), v.ceil_mode());
   }
 };
-struct MaxPool2dIndicesRef {
-  using View = max2i::View;
-  static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
-    return at::max_pool2d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
-                                       v.ceil_mode());
-  }
-};
-struct MaxPool3dIndicesRef {
-  using View = max3i::View;
-  static std::tuple<at::Tensor, at::Tensor> run(const View& v) {
-    return at::max_pool3d_with_indices(v.input(), v.kernel_size(), or_empty(v.stride()), v.padding(), v.dilation(),
-                                       v.ceil_mode());
-  }
-};
+using MaxPool1dIndicesRef = MaxPoolIndicesRef<max1i::View, at::max_pool1d_with_indices>;
+using MaxPool2dIndicesRef = MaxPoolIndicesRef<max2i::View, at::max_pool2d_with_indices>;
+using MaxPool3dIndicesRef = MaxPoolIndicesRef<max3i::View, at::max_pool3d_with_indices>;
 struct AdaptiveMaxPool2dIndicesRef {
   using View = adaptive_maxi::View;
   static std::tuple<at::Tensor, at::Tensor> run(const View& v) { return at::adaptive_max_pool2d(v.input(), v.output_size()); }
