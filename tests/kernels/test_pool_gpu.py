@@ -237,6 +237,33 @@ def test_build_keys(counters):
     assert counters()["kernel_builds"] == 7
 
 
+# Max pools with a window in the code whose output rows hold 64 outputs or more: two neighbouring
+# outputs a thread (the cases above have shorter rows, one a thread); odd row lengths leave a last
+# pair of one output. Dilation 2 or a padded window keeps them off the 16-byte rows of pool_fwd_wide.
+LONG_ROW_CASES = [
+    ("max_pool1d", (2, 3, 301), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2}),
+    ("max_pool2d", (2, 3, 5, 150), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2}),
+    ("max_pool2d", (1, 4, 9, 131), {"kernel_size": [2, 3], "stride": 1, "dilation": [1, 2], "ceil_mode": True}),
+    ("max_pool3d", (1, 2, 3, 4, 140), {"kernel_size": 2, "stride": [1, 2, 1], "dilation": [1, 1, 2]}),
+    ("max_pool3d", (2, 2, 5, 6, 133), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2,
+                                      "ceil_mode": True}),
+]
+
+
+@pytest.mark.parametrize("stem,shape,params", LONG_ROW_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(LONG_ROW_CASES)])
+def test_long_rows_two_outputs_a_thread(stem, shape, params, counters):
+    pool = BY_STEM[stem]
+    tileops.clear_kernel_caches()
+    for dtype in pool.dtypes:
+        x = sample(shape, dtype, device="cuda", nan=True)
+        check(pool, call(pool, x, params), x, params)
+    builds = counters()["kernel_builds"]
+    # the same window on rows of under 64 outputs: one output a thread, a kernel of its own
+    short = sample((*shape[:-1], 40), torch.float32, device="cuda", nan=True)
+    check(pool, call(pool, short, params), short, params)
+    assert counters()["kernel_builds"] == builds + 1
+
+
 def test_cuda_graph_after_warm_up_replays_correctly():
     pool = BY_STEM["max_pool2d"]
     params = {"kernel_size": 3, "stride": 2, "padding": 1}

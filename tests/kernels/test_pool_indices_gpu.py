@@ -1,7 +1,8 @@
 """The max pools with indices on the GPU (nvrtc target) against torch's CUDA kernels with
 return_indices=True: values and int64 indices equal on every param combination of the pool tests,
-on inputs full of ties and NaNs, on the manifest's workloads, windows too large to be written
-into a kernel, unbatched, non-contiguous and empty-batch inputs, and under CUDA graph replay. Skipped without a GPU (conftest)."""
+on inputs full of ties and NaNs, on the manifest's workloads, windows of 32+ taps in a row and windows too
+large to be written into a kernel, unbatched, non-contiguous and empty-batch inputs, and under CUDA
+graph replay. Skipped without a GPU (conftest)."""
 import pytest
 import torch
 

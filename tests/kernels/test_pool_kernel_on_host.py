@@ -1,8 +1,8 @@
 """src/kernels/pool/pool_fwd.cuh compiled as host C++ (float32, a few emulated CTAs and threads) and
 run against torch.nn.functional on CPU: the kernel's windows, divisors, ceil_mode bounds, dilation
 steps, adaptive bins, NaN rule and grid-stride loop, for both index types and for the windows the
-plan writes into the code (PoolWindow, each case's window instantiated; max pools two outputs a
-thread), without a GPU. Needs a host C++ compiler (skipped without one)."""
+plan writes into the code (PoolWindow, each case's window instantiated; max pools with two outputs a
+thread and with one), without a GPU. Needs a host C++ compiler (skipped without one)."""
 import ctypes
 
 import pytest
@@ -32,16 +32,16 @@ PoolDividers dividers_of(const PoolGeometry& g, int per) {
   for (int j = 0; j < 3; ++j) p.out[j] = make_int_divider(static_cast<unsigned>(j == 2 ? (g.out[2] + per - 1) / per : g.out[j]));
   return p;
 }
-template <typename I, int R, int M, bool A, class W = PoolWindowOfCall>
+template <typename I, int R, int M, bool A, class W = PoolWindowOfCall, int P = pool_outputs_a_thread<M, W>()>
 void grid(const float* x, float* y, long long total, const PoolGeometry* g, int cip, long long d) {
-  const int per = pool_outputs_a_thread<M, W>();
+  const int per = P;
   blockDim.x = 3;  // 2 CTAs of 3 threads: most outputs come from the grid-stride loop
   gridDim.x = 2;
   for (unsigned b = 0; b < gridDim.x; ++b)
     for (unsigned t = 0; t < blockDim.x; ++t) {
       blockIdx.x = b;
       threadIdx.x = t;
-      pool_fwd<float, I, R, M, A, W>(x, y, units_of(total, *g, per), *g, dividers_of(*g, per), cip, d);
+      pool_fwd<float, I, R, M, A, W, P>(x, y, units_of(total, *g, per), *g, dividers_of(*g, per), cip, d);
     }
 }
 template <typename I>
@@ -67,14 +67,16 @@ extern "C" void pool_run(const float* x, float* y, long long total, const PoolGe
 
 def fixed_driver(windows):
     """Host entry points pool_fixed<bits>_<i> for each (rank, mode, window) of `windows`, with int
-    (32) and long long (64) index math."""
+    (32) and long long (64) index math, and for max pools pool_fixed<bits>one_<i>: one output a
+    thread where the kernel's default takes two (the plan's choice on short rows)."""
     out = []
     for i, (rank, mode, w) in enumerate(windows):
         args = ", ".join(map(str, w))
         for bits, index in ((32, "int"), (64, "long long")):
-            out.append(f'extern "C" void pool_fixed{bits}_{i}(const float* x, float* y, long long total, '
-                       f'const PoolGeometry* g, int cip, long long d) {{ grid<{index}, {rank}, {mode}, false, '
-                       f'PoolWindow<{args}>>(x, y, total, g, cip, d); }}')
+            for tag, p in (("", ""), ("one", ", 1")) if mode == 1 else (("", ""),):
+                out.append(f'extern "C" void pool_fixed{bits}{tag}_{i}(const float* x, float* y, long long total, '
+                           f'const PoolGeometry* g, int cip, long long d) {{ grid<{index}, {rank}, {mode}, false, '
+                           f'PoolWindow<{args}>{p}>(x, y, total, g, cip, d); }}')
     return "\n".join(out) + "\n"
 
 
@@ -134,8 +136,8 @@ def kernel(tmp_path_factory):
     windows = fixed_windows()
     lib = host_kernel.build(tmp_path_factory, "pool_host", DRIVER + fixed_driver(windows),
                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES})
-    lib.windows = {(bits, *key): getattr(lib, f"pool_fixed{bits}_{i}") for i, key in enumerate(windows)
-                   for bits in (32, 64)}
+    lib.windows = {(f"{bits}{tag}", *key): getattr(lib, f"pool_fixed{bits}{tag}_{i}") for i, key in enumerate(windows)
+                   for bits in (32, 64) for tag in ("", "one") if tag == "" or key[1] == 1}
     return lib
 
 
@@ -167,14 +169,15 @@ def geometry(pool, x, params, out_shape):
 
 def run_kernel(kernel, pool, x, params, out_shape, bits):
     """The kernel's output: bits 32 or 64 (window read from the geometry), or "fixed32"/"fixed64" (the
-    case's window written into the code, int or long long index; None when the plan would not fix it)."""
+    case's window written into the code, int or long long index; None when the plan would not fix it),
+    "fixed32one"/"fixed64one" for a max pool's one output a thread."""
     g = geometry(pool, x, params, out_shape)
     y = torch.empty(out_shape)
     if isinstance(bits, str):
         w = window_of(g)
         if w is None or pool.kind == "adaptive":
             return None
-        entry = kernel.windows[(int(bits[-2:]), pool.rank, 0 if pool.kind == "avg" else 1, w)]
+        entry = kernel.windows[(bits[5:], pool.rank, 0 if pool.kind == "avg" else 1, w)]
         entry(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_longlong(y.numel()),
               ctypes.byref(g), ctypes.c_int(int(params.get("count_include_pad", True))),
               ctypes.c_longlong(params.get("divisor_override") or 0))
@@ -187,11 +190,13 @@ def run_kernel(kernel, pool, x, params, out_shape, bits):
     return y
 
 
-@pytest.mark.parametrize("bits", [32, 64, "fixed32", "fixed64"])
+@pytest.mark.parametrize("bits", [32, 64, "fixed32", "fixed64", "fixed32one", "fixed64one"])
 @pytest.mark.parametrize("pool", POOLS, ids=[p.stem for p in POOLS])
 def test_kernel_matches_torch_on_host(kernel, pool, bits):
     if isinstance(bits, str) and pool.kind == "adaptive":
         pytest.skip("adaptive bins have no fixed window")
+    if isinstance(bits, str) and bits.endswith("one") and pool.kind != "max":
+        pytest.skip("avg pools take one output a thread only")
     checked = 0
     for x, params, expect in host_cases(pool):
         y = run_kernel(kernel, pool, x, params, expect.shape, bits)

@@ -235,13 +235,40 @@ TEST(PoolDividers, OneForEachOutputDimTheLastInWorkItems) {
   EXPECT_EQ(tileops::nvrtc::pool_units(0, g, 2), 0);
 }
 
-TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThread) {
+TEST(PoolPlan, MaxPoolsWithAFixedWindowTakeTwoOutputsAThreadOnLongRows) {
   const tileops::nvrtc::DeviceFacts h200 = tileops::nvrtc::named_device_facts("h200");
   const PoolWindowParams w = window_of(2, {3}, {2}, {1}, {1});
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w}, h200).outputs_a_thread(), 2);
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w}, h200).outputs_a_thread(), 1);
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32}, h200).outputs_a_thread(), 1);
   EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, true, 32}, h200).outputs_a_thread(), 1);
+  // rows of fewer than 64 outputs (alexnet's 27): one, a kernel of its own that compiles
+  const PoolSpec s = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 0, true}, h200);
+  EXPECT_EQ(s.outputs_a_thread(), 1);
+  EXPECT_FALSE(s == tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w}, h200));
+  const auto src = tileops::nvrtc::pool_source(s);
+  EXPECT_NE(src.name.find("__p1"), std::string::npos) << src.name;
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  EXPECT_EQ(tileops::jit::compile_to_cubin(src).image.substr(0, 4), std::string("\x7f" "ELF"));
+  // avg pools and wide rows are not paired either way
+  EXPECT_FALSE(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Avg, false, 32, w, 0, 0, true}, h200).single);
+  const PoolSpec wide = tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 4, true}, h200);
+  EXPECT_FALSE(wide.single);
+  EXPECT_EQ(wide.outputs_a_thread(), 4);
+  // TILEOPS_TUNE=pool_max_outputs=N decides alone
+  tileops::nvrtc::Tuning one, two;
+  one.pool_max_outputs = 1;
+  two.pool_max_outputs = 2;
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w}, h200, one).outputs_a_thread(), 1);
+  EXPECT_EQ(tileops::nvrtc::plan_pool({c10::kHalf, 2, PoolMode::Max, false, 32, w, 0, 0, true}, h200, two)
+                .outputs_a_thread(),
+            2);
+  // the rule: alexnet-ceil's rows of 27 are short, sincnet's 1365 and a row of 64 are not
+  const PoolGeometry alexnet = tileops::nvrtc::pool_geometry({32, 64, 55, 55}, {32, 64, 27, 27}, 2, {3}, {2}, {0}, {1});
+  EXPECT_TRUE(tileops::nvrtc::pool_short_rows(alexnet));
+  EXPECT_FALSE(tileops::nvrtc::pool_short_rows(
+      tileops::nvrtc::pool_geometry({32, 80, 4096}, {32, 80, 1365}, 1, {3}, {3}, {0}, {1})));
+  EXPECT_FALSE(tileops::nvrtc::pool_short_rows(tileops::nvrtc::pool_geometry({2, 128}, {2, 64}, 1, {2}, {}, {0}, {1})));
 }
 
 // The resnet stem's 3x3 / stride 2 / padding 1 and VGG's 2x2 / stride 2 read 4 16-bit outputs' taps

@@ -1,7 +1,7 @@
 // Pooling over the trailing R (1, 2 or 3) dims of a contiguous [planes, *in] input into a contiguous
 // [planes, *out] output: avg_pool{1,2,3}d, max_pool{1,2,3}d and, with ADAPTIVE, the adaptive pools.
 // pool_fwd: one thread an output element, or two neighbouring ones along the last dim (max pools with
-// a fixed window), grid-stride; pool_fwd_wide: pools whose fixed window's neighbouring outputs
+// a fixed window, on rows the plan finds long enough), grid-stride; pool_fwd_wide: pools whose fixed window's neighbouring outputs
 // read one 16-byte vector of a row (the resnet stem's 3x3, stride 2); pool_fwd_warp: 8 to
 // 32 lanes an output, for windows of 32+ taps in a row. Index math in I: long long, or int where
 // the plan saw every index and product
@@ -243,7 +243,7 @@ __device__ __forceinline__ long long pool_avg_divisor(long long count, long long
 }
 
 // fn(idx, site, dims, plane_size) for each of this thread's work items (grid-stride), P outputs
-// along the last dim an item: the walk pool_fwd and pool_fwd_wide share.
+// along the last dim an item: the walk pool_fwd, pool_fwd_wide and pool_max_indices_fwd share.
 template <typename I, int R, int MODE, bool ADAPTIVE, class W, int P, class Fn>
 __device__ __forceinline__ void pool_items(const PoolGeometry& geometry, long long units, const PoolDividers& dividers,
                                            Fn&& fn) {
@@ -258,17 +258,19 @@ __device__ __forceinline__ void pool_items(const PoolGeometry& geometry, long lo
     fn(idx, pool_locate<I, R, MODE, ADAPTIVE, W, P>(idx, g, row_units, dividers), g, plane_size);
 }
 
-// units: the outputs, or for a max pool with a fixed window the pairs of neighbouring
+// units: the outputs, or with P = 2 the pairs of neighbouring
 // outputs along the last dim, ceil(out / 2) a row (pool_units on the host); dividers.out[2] divides by
 // the units a row.
-template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall>
+// P: outputs a thread (two: the window's taps that both windows cover are loaded once; the plan
+// takes one on rows of few outputs).
+template <typename T, typename I, int R, int MODE, bool ADAPTIVE, class W = PoolWindowOfCall,
+          int P = pool_outputs_a_thread<MODE, W>()>
 __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long units, PoolGeometry geometry,
                          PoolDividers dividers, int count_include_pad, long long divisor_override) {
   static_assert(R >= 1 && R <= 3, "pool_fwd pools 1, 2 or 3 trailing dims");
   static_assert(!(ADAPTIVE && W::kFixed), "adaptive bins have no fixed window");
+  static_assert(P == 1 || P == pool_outputs_a_thread<MODE, W>(), "two outputs a thread: max pools, fixed windows");
   constexpr int F = 3 - R;  // first dim used
-  // two outputs a thread: the window's taps that both windows cover are loaded once
-  constexpr int P = pool_outputs_a_thread<MODE, W>();
   pool_items<I, R, MODE, ADAPTIVE, W, P>(geometry, units, dividers, [&](I idx, const PoolSite<I>& s,
                                                                         const PoolDims<I>& g, I plane_size) {
     const T* base = x + s.plane * plane_size;

@@ -32,6 +32,7 @@ const std::vector<TuningKey>& tuning_keys() {
       {"ew_threads", &Tuning::ew_threads, 32, 256, "elementwise contiguous loop: most threads a CTA"},
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},
+      {"pool_max_outputs", &Tuning::pool_max_outputs, 1, 2, "max pools, window in the code: outputs a thread"},
   };
   return keys;
 }

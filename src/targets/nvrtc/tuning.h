@@ -28,6 +28,7 @@ struct Tuning {
   int ew_unroll = 0;                 // elementwise contiguous loop: vector steps a thread in flight
   int ew_threads = 0;                // elementwise contiguous loop: most threads a CTA
   int norm_bwd_plain_reduce = 0;     // 1: the norm backward reduction is not a dependent launch (tests)
+  int pool_max_outputs = 0;          // max pools with a fixed window (pool_fwd): outputs a thread, 1 or 2
 
   bool operator==(const Tuning& o) const;
 };

@@ -17,6 +17,9 @@ namespace tileops::nvrtc {
 namespace {
 
 constexpr int kPoolThreads = 256;
+// Output rows shorter than this take one output a thread with a fixed max window, where a warp's
+// pairs would span several rows (docs/PERF.md, "Pools").
+constexpr int64_t kPoolPairMinRow = 64;
 
 namespace avg1 = tileops::ops::pool_avg_pool1d_fwd;
 namespace avg2 = tileops::ops::pool_avg_pool2d_fwd;
@@ -97,9 +100,10 @@ struct PoolFamily {
     const bool aligned = reinterpret_cast<uintptr_t>(v.input().const_data_ptr()) % 16 == 0;
     return {v.input().scalar_type(), rank, mode, adaptive, pool_index_bits(v.input().numel(), v.output().numel(), g),
             window, pool_lanes(g, adaptive),
-            pool_wide_outputs(g, v.input().scalar_type(), window, aligned, v.output().numel())};
+            pool_wide_outputs(g, v.input().scalar_type(), window, aligned, v.output().numel()),
+            pool_short_rows(g)};
   }
-  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return plan_pool(q, dev); }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_pool(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     return std::make_shared<PoolKernel>(std::move(k[0]), s.rank, s.threads, s.lanes, s.outputs_a_thread(),
                                         dev.sm_count, args);
@@ -208,6 +212,8 @@ int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, const PoolWi
   return v / s;
 }
 
+bool pool_short_rows(const PoolGeometry& g) { return g.out[2] < kPoolPairMinRow; }
+
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread) {
   if (out_numel == 0) return 0;
   return out_numel / g.out[2] * ((g.out[2] + per_thread - 1) / per_thread);
@@ -239,13 +245,15 @@ unsigned pool_grid(int64_t units, int items) {
   return static_cast<unsigned>(std::clamp<int64_t>((units + items - 1) / items, 1, 0x7fffffffLL));
 }
 
-PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev) {
+PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev, const Tuning& t) {
   // a wide window: a warp an output, its window read from the call (one kernel for every size);
   // else a small window in the code: taps unrolled, no loop bounds or divisions by kernel params
   if (q.lanes) return PoolSpec{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch, {}, q.lanes};
   PoolSpec s{q.dtype, q.rank, q.mode, q.adaptive, q.index_bits, kPoolThreads, dev.arch,
              q.adaptive ? PoolWindowParams{} : q.window, 0};
   s.wide = s.fixed_window() ? q.wide : 0;
+  s.single = q.mode == PoolMode::Max && s.fixed_window() && !s.wide &&
+             (t.pool_max_outputs ? t.pool_max_outputs == 1 : q.short_rows);
   return s;
 }
 
@@ -270,12 +278,14 @@ std::string pool_window_expr(const PoolWindowParams& w) {
 }
 
 size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes, wide}) ^
+  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes, wide,
+                     short_rows}) ^
          pool_window_hash(window);
 }
 size_t PoolSpec::hash() const {
   return hash_words(
-             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes, wide}) ^
+             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes, wide,
+              single}) ^
          pool_window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
@@ -283,7 +293,7 @@ std::string pool_name(const PoolSpec& s) {
   return std::string(s.adaptive ? "adaptive_" : "") + (s.mode == PoolMode::Avg ? "avg" : "max") + "_pool" +
          std::to_string(s.rank) + "d_fwd__" + short_type_name(s.dtype) + "__i" + std::to_string(s.index_bits) + "__t" +
          std::to_string(s.threads) + (s.lanes ? "__g" + std::to_string(s.lanes) : "") +
-         (s.wide ? "__w" + std::to_string(s.wide) : "") +
+         (s.wide ? "__w" + std::to_string(s.wide) : "") + (s.single ? "__p1" : "") +
          (s.fixed_window() ? "__" + pool_window_tag(s.window, s.rank) : "") + "__" + s.arch;
 }
 
@@ -303,7 +313,7 @@ jit::KernelSource pool_source(const PoolSpec& s) {
                             : std::string(s.lanes ? "tileops::pool_fwd_warp<" : "tileops::pool_fwd<") + head + ", " +
                                   (s.adaptive ? "true" : "false");
   if (s.lanes) expr += ", " + std::to_string(s.lanes);
-  if (s.fixed_window()) expr += ", " + pool_window_expr(s.window);
+  if (s.fixed_window()) expr += ", " + pool_window_expr(s.window) + (s.single ? ", 1" : "");
   expr += ">";
   return make_source(pool_name(s), "pool/pool_fwd.cuh", expr, s.arch);
 }

@@ -21,6 +21,7 @@
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
 
@@ -40,9 +41,11 @@ struct PoolProblem {
   PoolWindowParams window{};
   int lanes = 0;  // pool_fwd_warp's lanes an output for 32+ taps in a row (pool_lanes), else 0
   int wide = 0;   // pool_fwd_wide's outputs a work item (pool_wide_outputs), else 0
+  bool short_rows = false;  // rows of few outputs (pool_short_rows)
   bool operator==(const PoolProblem& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits && window == o.window && lanes == o.lanes && wide == o.wide;
+           index_bits == o.index_bits && window == o.window && lanes == o.lanes && wide == o.wide &&
+           short_rows == o.short_rows;
   }
   size_t hash() const;
 };
@@ -58,15 +61,18 @@ struct PoolSpec {
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds (PoolWindow<...>)
   int lanes = 0;              // nonzero: pool_fwd_warp, this many lanes an output (never a fixed window)
   int wide = 0;               // nonzero: pool_fwd_wide, this many outputs a work item
+  bool single = false;        // a max pool with a fixed window on pool_fwd, one output a thread, not two
+                              // (short rows, or TILEOPS_TUNE=pool_max_outputs=1)
   bool fixed_window() const { return window[0] != 0; }
-  // neighbouring outputs along the last dim a work item (pool_outputs_a_thread in the kernel, or
-  // pool_fwd_wide's P)
-  int outputs_a_thread() const { return wide ? wide : mode == PoolMode::Max && fixed_window() ? 2 : 1; }
+  // neighbouring outputs along the last dim a work item (pool_fwd's P, or pool_fwd_wide's)
+  int outputs_a_thread() const {
+    return wide ? wide : mode == PoolMode::Max && fixed_window() && !single ? 2 : 1;
+  }
   int items_a_cta() const { return lanes ? threads / lanes : threads; }
   bool operator==(const PoolSpec& o) const {
     return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
            index_bits == o.index_bits && threads == o.threads && arch == o.arch && window == o.window &&
-           lanes == o.lanes && wide == o.wide;
+           lanes == o.lanes && wide == o.wide && single == o.single;
   }
   size_t hash() const;
   std::vector<jit::KernelSource> sources() const;
@@ -92,7 +98,7 @@ struct PoolDividers {
 static_assert(sizeof(PoolDividers) == 24, "PoolDividers mirrors the kernel's: 3 x (magic, shift)");
 
 // Pure: the kernel a problem takes on a device.
-PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev);
+PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev, const Tuning& t = Tuning{});
 std::string pool_name(const PoolSpec& s);
 jit::KernelSource pool_source(const PoolSpec& s);
 // The geometry of one call: input and output sizes (their last `rank` dims), and kernel_size,
@@ -121,6 +127,9 @@ int pool_lanes(const PoolGeometry& g, bool adaptive);
 // windows share no tap (kernel <= S), only calls of at least 2^17 work items (out_numel / P).
 int pool_wide_outputs(const PoolGeometry& g, c10::ScalarType dtype, const PoolWindowParams& window, bool x_aligned,
                       int64_t out_numel);
+// Whether the output rows (the last dim) are shorter than the pairs of a warp span (64 outputs):
+// there a max pool with a fixed window takes one output a thread, not two.
+bool pool_short_rows(const PoolGeometry& g);
 // The kernel's work items: the outputs, `per_thread` of a row's along the last dim each.
 int64_t pool_units(int64_t out_numel, const PoolGeometry& g, int per_thread);
 // Dividers by the output dims, the last one's counted in work items.
