@@ -88,6 +88,22 @@ def test_nan_and_inf_semantics_on_gpu():
     assert ops.reduction_argmax_fwd(big, 1).tolist() == [50000, 0]  # first NaN; first of equal maxima
 
 
+def test_log_sum_exp_of_nan_then_inf_is_nan_on_gpu():
+    # row 0: a thread folds a NaN (element 1), then an inf (33) in a later vector; row 1: two infs in
+    # one vector. The same data transposed runs the column kernel (rows 1 and 33 of one warp's lane).
+    nan, inf = float("nan"), float("inf")
+    rows = torch.randn(8, 64, device="cuda")
+    rows[0, 1], rows[0, 33] = nan, inf
+    rows[1, 8], rows[1, 9] = inf, inf
+    rows[2, 33] = inf
+    ops = torch.ops.tileops
+    expect = torch.logsumexp(rows, 1)
+    assert expect[0].isnan() and expect[1] == inf
+    torch.testing.assert_close(ops.reduction_log_sum_exp_fwd(rows, [1]), expect, equal_nan=True)
+    cols = rows.t().contiguous()
+    torch.testing.assert_close(ops.reduction_log_sum_exp_fwd(cols, [0]), expect, equal_nan=True)
+
+
 def test_misaligned_and_non_contiguous_x():
     base = torch.randn(4 * 4096 + 1, device="cuda", dtype=torch.bfloat16)
     x = base[1:].view(4, 4096)  # 2-byte aligned: scalar accesses

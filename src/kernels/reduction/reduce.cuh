@@ -38,7 +38,9 @@ template <> __device__ __forceinline__ void store<bool>(bool* p, float v) { *p =
 
 // The running state of one output per op, and its rules:
 //   init()                 the state of no element
-//   add(s, v, idx)         one element v (float32) at index idx along the reduced extent
+//   fold<K>(s, v, i0, step)  K elements v[j] (float32) at indices i0 + j * step along the reduced
+//                          extent, all after the elements of s: the K are combined first, then
+//                          joined to s once (a vector's work outside the per-element chain)
 //   merge(a, b)            two states of disjoint parts (commutative: ties resolved by index)
 //   write(s, n, corr, y, y2)  the result of n elements into the output(s)
 template <int OP> struct Reducer;
@@ -46,14 +48,20 @@ template <int OP> struct Reducer;
 template <int OP> struct SumLike {  // sum, mean, L1, L2, prod
   struct State { float v; };
   static __device__ __forceinline__ State init() { return {OP == kReduceProd ? 1.f : 0.f}; }
-  static __device__ __forceinline__ State add(State s, float v, long long) {
-    if constexpr (OP == kReduceProd) return {s.v * v};
-    if constexpr (OP == kReduceL1) return {s.v + fabsf(v)};
-    if constexpr (OP == kReduceL2) return {fmaf(v, v, s.v)};
-    return {s.v + v};
+  static __device__ __forceinline__ float term(float v) {
+    if constexpr (OP == kReduceL1) return fabsf(v);
+    if constexpr (OP == kReduceL2) return v * v;
+    return v;
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     return {OP == kReduceProd ? a.v * b.v : a.v + b.v};
+  }
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
+    State t{term(v[0])};
+#pragma unroll
+    for (int j = 1; j < K; ++j) t = merge(t, {term(v[j])});
+    return merge(s, t);
   }
   template <typename Y, typename Y2>
   static __device__ __forceinline__ void write(State s, long long n, float, Y* y, Y2*) {
@@ -72,13 +80,15 @@ template <> struct Reducer<kReduceL2> : SumLike<kReduceL2> {};
 template <int OP> struct ExtremeLike {  // amax, amin, inf-norm: a NaN wins
   struct State { float v; };
   static __device__ __forceinline__ State init() { return {OP == kReduceAmin ? pos_inf() : neg_inf()}; }
-  static __device__ __forceinline__ State add(State s, float v, long long) {
-    if constexpr (OP == kReduceAmin) return {min_nan(v, s.v)};
-    if constexpr (OP == kReduceInf) return {max_nan(fabsf(v), s.v)};
-    return {max_nan(v, s.v)};
-  }
   static __device__ __forceinline__ State merge(State a, State b) {
     return {OP == kReduceAmin ? min_nan(a.v, b.v) : max_nan(a.v, b.v)};
+  }
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
+    State t{OP == kReduceInf ? fabsf(v[0]) : v[0]};
+#pragma unroll
+    for (int j = 1; j < K; ++j) t = merge(t, {OP == kReduceInf ? fabsf(v[j]) : v[j]});
+    return merge(s, t);
   }
   template <typename Y, typename Y2>
   static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) { store(y, s.v); }
@@ -96,8 +106,16 @@ template <int OP> struct ArgLike {
     return OP == kReduceArgmax ? a > b : a < b;
   }
   static __device__ __forceinline__ State init() { return {0.f, 0, -1}; }
-  static __device__ __forceinline__ State add(State s, float v, long long idx) {
-    return (s.i < 0 || beats(v, s.v)) ? State{v, 0, idx} : s;  // indices arrive in increasing order
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long i0, long long step) {
+    // the first extreme of the K (32-bit position), then one comparison with s, whose elements come
+    // first: a tie keeps s
+    float b = v[0];
+    int at = 0;
+#pragma unroll
+    for (int j = 1; j < K; ++j)
+      if (beats(v[j], b)) b = v[j], at = j;
+    return (s.i < 0 || beats(b, s.v)) ? State{b, 0, i0 + at * step} : s;
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if (a.i < 0) return b;
@@ -115,10 +133,14 @@ template <> struct Reducer<kReduceArgmin> : ArgLike<kReduceArgmin> {};
 template <int OP> struct LogicLike {  // all, any, count_nonzero (NaN is nonzero)
   struct State { long long c; };
   static __device__ __forceinline__ State init() { return {OP == kReduceAll ? 1 : 0}; }
-  static __device__ __forceinline__ State add(State s, float v, long long) {
-    if constexpr (OP == kReduceAll) return {s.c & (v != 0.f)};
-    if constexpr (OP == kReduceAny) return {s.c | (v != 0.f)};
-    return {s.c + (v != 0.f)};
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
+    int nonzero = 0;  // counted in 32 bits, joined to the 64-bit state once
+#pragma unroll
+    for (int j = 0; j < K; ++j) nonzero += v[j] != 0.f;
+    if constexpr (OP == kReduceAll) return {s.c & (nonzero == K)};
+    if constexpr (OP == kReduceAny) return {s.c | (nonzero != 0)};
+    return {s.c + nonzero};
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if constexpr (OP == kReduceAll) return {a.c & b.c};
@@ -139,9 +161,17 @@ template <> struct Reducer<kReduceCountNonzero> : LogicLike<kReduceCountNonzero>
 template <int OP> struct MomentLike {
   struct State { float n, mean, m2; };
   static __device__ __forceinline__ State init() { return {0.f, 0.f, 0.f}; }
-  static __device__ __forceinline__ State add(State s, float v, long long) {
-    const float n = s.n + 1.f, d = v - s.mean, mean = s.mean + d / n;
-    return {n, mean, fmaf(d, v - mean, s.m2)};
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
+    // the K's own mean and squared deviations, then Chan's merge: one division per K elements
+    float sum = v[0];
+#pragma unroll
+    for (int j = 1; j < K; ++j) sum += v[j];
+    const float mean = sum * (1.f / K);
+    float m2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) m2 = fmaf(v[j] - mean, v[j] - mean, m2);
+    return merge(s, {static_cast<float>(K), mean, m2});
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     const float n = a.n + b.n;
@@ -162,14 +192,28 @@ template <> struct Reducer<kReduceVar> : MomentLike<kReduceVar> {};
 template <> struct Reducer<kReduceStd> : MomentLike<kReduceStd> {};
 template <> struct Reducer<kReduceVarMean> : MomentLike<kReduceVarMean> {};
 
-// logsumexp: a running (max, sum of exp(x - max)). -inf elements add nothing; an inf gives inf.
+// logsumexp: a running (max, sum of exp(x - max)). -inf elements add nothing; a NaN gives NaN; an
+// inf gives inf (s then counts the infs).
 template <> struct Reducer<kReduceLogSumExp> {
   struct State { float m, s; };
   static __device__ __forceinline__ State init() { return {neg_inf(), 0.f}; }
-  static __device__ __forceinline__ State add(State s, float v, long long) {
-    if (v == neg_inf()) return s;
-    if (v > s.m) return {v, fmaf(s.s, expf(s.m - v), 1.f)};
-    return {s.m, s.s + expf(v - s.m)};  // NaN v: s becomes NaN
+  template <int K>
+  static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
+    float top = v[0];  // the K's maximum, NaN kept
+#pragma unroll
+    for (int j = 1; j < K; ++j) top = max_nan(v[j], top);
+    if (is_nan(top)) return {s.m, top};
+    if (top == neg_inf()) return s;
+    const float m = fmaxf(s.m, top);  // one rescale of s per K elements
+    float sum = 0.f;
+    if (m == pos_inf()) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) sum += v[j] == pos_inf() ? 1.f : 0.f;
+      return {m, (s.m == pos_inf() || is_nan(s.s) ? s.s : 0.f) + sum};  // a NaN s stays NaN
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) sum += expf(v[j] - m);
+    return {m, fmaf(s.s, expf(s.m - m), sum)};
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if (b.m == neg_inf() && !is_nan(b.s)) return a;
@@ -192,6 +236,16 @@ template <typename T, typename C>
 __device__ __forceinline__ float element(T v) {
   if constexpr (same_type<T, C>::value) return to_float(v);
   else return to_float(from_float<C>(to_float(v)));
+}
+
+// A vector's elements as the reduction sees them.
+template <int K> struct Floats { float v[K]; };
+template <typename C, typename T, int VEC>
+__device__ __forceinline__ Floats<VEC> elements(const Vec<T, VEC>& x) {
+  Floats<VEC> f;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) f.v[e] = element<T, C>(x.v[e]);
+  return f;
 }
 
 }  // namespace reduce_detail
@@ -223,16 +277,9 @@ __global__ void __launch_bounds__(TPR * ROWS) reduce_rows(const T* __restrict__ 
 #pragma unroll
       for (int u = 0; u < 4; ++u) v[u] = row[k + u * TPR];
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          s = R::add(s, reduce_detail::element<T, C>(v[u].v[e]), (k + u * TPR) * VEC + e);
+      for (int u = 0; u < 4; ++u) s = R::fold(s, reduce_detail::elements<C>(v[u]).v, (k + u * TPR) * VEC, 1);
     }
-    for (; k < end; k += TPR) {
-      const Vec<T, VEC> v = row[k];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) s = R::add(s, reduce_detail::element<T, C>(v.v[e]), k * VEC + e);
-    }
+    for (; k < end; k += TPR) s = R::fold(s, reduce_detail::elements<C>(row[k]).v, k * VEC, 1);
   }
   s = group_reduce<TPR>(s, scratch[r], [](const S& a, const S& b) { return R::merge(a, b); });
   if (t == 0 && m < M) {
@@ -272,14 +319,20 @@ __global__ void __launch_bounds__(32 * TY) reduce_cols(const T* __restrict__ x, 
 #pragma unroll
         for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + (n + u * TY) * I);
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
+        for (int e = 0; e < VEC; ++e) {  // column e's four elements, rows n, n + TY, ...
+          float f[4];
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) s[e] = R::add(s[e], reduce_detail::element<T, C>(v[u].v[e]), n + u * TY);
+          for (int u = 0; u < 4; ++u) f[u] = reduce_detail::element<T, C>(v[u].v[e]);
+          s[e] = R::fold(s[e], f, n, TY);
+        }
       }
       for (; n < n1; n += TY) {
-        const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(base + n * I);
+        const auto f = reduce_detail::elements<C>(*reinterpret_cast<const Vec<T, VEC>*>(base + n * I));
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) s[e] = R::add(s[e], reduce_detail::element<T, C>(v.v[e]), n);
+        for (int e = 0; e < VEC; ++e) {
+          const float one[1] = {f.v[e]};
+          s[e] = R::fold(s[e], one, n, TY);
+        }
       }
     }
 #pragma unroll
