@@ -108,6 +108,12 @@ WORKLOADS = {
     "rope_neox": lambda: _rope(True),
     "instance_norm_8x128x32x32": lambda: _spatial("instance_norm", False),
     "instance_norm_compiled_8x128x32x32": lambda: _spatial("instance_norm", True),
+    "sum_columns_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_sum_fwd(x, [0]))(_bf16(8192, 4096)),
+    "sum_all_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_sum_fwd(x, None))(_bf16(8192, 4096)),
+    "sum_middle_64x1024x512": lambda: (lambda x: lambda: torch.ops.tileops.reduction_sum_fwd(x, [1]))(
+        _bf16(64, 1024, 512)),
+    "argmax_columns_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_argmax_fwd(x, 0))(
+        _bf16(8192, 4096)),
     "max_pool2d_resnet_stem": lambda: _spatial("max_pool2d", False),
     "max_pool2d_compiled_resnet_stem": lambda: _spatial("max_pool2d", True),
 }

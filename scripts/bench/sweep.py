@@ -11,6 +11,9 @@ setting; --list-tune prints the keys, their ranges and what they set):
       op's 3*M*N elements.
   --ew: the elementwise engine's contiguous loop (Abs, Exp, Selu 8192x8192 bf16, Add 8192x8192 and
       4x8192 with a fixed second operand: ew_unroll, ew_threads).
+  --reduce: the dim reductions over columns, a middle dim and all dims (sum, argmax, var, amax,
+      logsumexp, any on 8192x4096 / 64x1024x512 bf16: reduce_cols_warps, reduce_ctas_per_sm,
+      reduce_split_vecs, reduce_cols_split_rows, reduce_cols_vec).
     for b in 16384 32768; do TILEOPS_TUNE=cluster_cta_bytes=$b python3 scripts/bench/sweep.py; done
 """
 from __future__ import annotations
@@ -88,6 +91,20 @@ def ew_rows(ops) -> list[str]:
     return out
 
 
+def reduce_rows(ops) -> list[str]:
+    out = []
+    for name, op in (("sum", ops.reduction_sum_fwd), ("argmax", ops.reduction_argmax_fwd),
+                     ("var", ops.reduction_var_fwd), ("amax", ops.reduction_amax_fwd),
+                     ("logsumexp", ops.reduction_log_sum_exp_fwd), ("any", ops.reduction_any_fwd)):
+        one = name == "argmax"  # int dim
+        out.append(time_vs_copy(f"{name} cols 8192x4096", 8192, 4096, lambda x: op(x, 0 if one else [0])))
+        out.append(time_vs_copy(f"{name} middle 64x1024x512", 8192, 4096,
+                                lambda x: op(x.view(64, 1024, 512), 1 if one else [1])))
+        if not one and name != "logsumexp":  # logsumexp takes dims
+            out.append(time_vs_copy(f"{name} all 8192x4096", 8192, 4096, lambda x: op(x, None)))
+    return out
+
+
 def main() -> None:
     lib = tileops.load()
     if "--list-tune" in sys.argv:
@@ -104,6 +121,9 @@ def main() -> None:
         return
     if "--norm" in sys.argv:
         print(f"[{knobs}]\n  " + "\n  ".join(norm_rows(ops)))
+        return
+    if "--reduce" in sys.argv:
+        print(f"[{knobs}]\n  " + "\n  ".join(reduce_rows(ops)))
         return
     if "--ew" in sys.argv:
         print(f"[{knobs}] " + " | ".join(ew_rows(ops)))

@@ -95,14 +95,27 @@ TEST(ReducePlan, WarpsForShortRowsCtasForLongOnesSplitsForFewOutputs) {
   const auto all = problem(ReduceOp::Sum, c10::kBFloat16, 1, 1 << 25, 1);
   EXPECT_TRUE(tileops::nvrtc::plan_reduce(all, dev).split);
   EXPECT_EQ(tileops::nvrtc::plan_reduce(all, dev).tpr, 256);  // few rows: smaller CTAs, more of them
-  EXPECT_EQ(tileops::nvrtc::reduce_splits(all, dev), 1056);   // 8 CTAs an SM
+  EXPECT_EQ(tileops::nvrtc::reduce_splits(all, dev), 528);    // 4 CTAs an SM
   const auto cols = problem(ReduceOp::Sum, c10::kBFloat16, 1, 8192, 8192);
   const auto c = tileops::nvrtc::plan_reduce(cols, dev);
   EXPECT_EQ(c.impl, ReduceImpl::kCols);
   EXPECT_EQ(c.vec, 8);
   EXPECT_TRUE(c.split);
-  EXPECT_EQ(tileops::nvrtc::reduce_splits(cols, dev), 33);  // 32 column blocks -> 1056 CTAs
+  EXPECT_EQ(tileops::nvrtc::reduce_splits(cols, dev), 16);  // 64 rows a warp a split, not 17 (528 CTAs)
   EXPECT_EQ(tileops::nvrtc::plan_reduce(problem(ReduceOp::Sum, c10::kBFloat16, 1, 8192, 8190), dev).vec, 2);
+}
+
+TEST(ReducePlan, ColumnLanesKeepAtMost32BytesOfState) {
+  const auto dev = h200();
+  const auto vec = [&](ReduceOp op, c10::ScalarType t) {
+    return tileops::nvrtc::plan_reduce(problem(op, t, 64, 1024, 512), dev).vec;
+  };
+  EXPECT_EQ(vec(ReduceOp::Sum, c10::kBFloat16), 8);        // 4-byte sums: the 16-byte load decides
+  EXPECT_EQ(vec(ReduceOp::LogSumExp, c10::kBFloat16), 4);  // max and sum
+  EXPECT_EQ(vec(ReduceOp::Any, c10::kBool), 4);            // a 64-bit count, not 16 of them
+  EXPECT_EQ(vec(ReduceOp::Var, c10::kBFloat16), 2);        // n, mean, m2
+  EXPECT_EQ(vec(ReduceOp::Argmax, c10::kBFloat16), 2);     // value and 64-bit index
+  EXPECT_EQ(vec(ReduceOp::Argmax, c10::kFloat), 2);
 }
 
 TEST(ReducePlan, NameCarriesTheIdentity) {

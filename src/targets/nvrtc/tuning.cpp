@@ -33,6 +33,12 @@ const std::vector<TuningKey>& tuning_keys() {
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},
       {"pool_max_outputs", &Tuning::pool_max_outputs, 1, 2, "max pools, window in the code: outputs a thread"},
+      {"reduce_cols_warps", &Tuning::reduce_cols_warps, 1, 32, "dim reductions over columns: warps a CTA"},
+      {"reduce_ctas_per_sm", &Tuning::reduce_ctas_per_sm, 1, 64, "dim reductions: CTAs an SM before a split"},
+      {"reduce_split_vecs", &Tuning::reduce_split_vecs, 1, 256, "dim reductions over rows: vectors a thread a split"},
+      {"reduce_cols_split_rows", &Tuning::reduce_cols_split_rows, 1, 1 << 20,
+       "dim reductions over columns: rows a warp a split"},
+      {"reduce_cols_vec", &Tuning::reduce_cols_vec, 1, 16, "dim reductions over columns: most elements a lane loads"},
   };
   return keys;
 }

@@ -29,6 +29,11 @@ struct Tuning {
   int ew_threads = 0;                // elementwise contiguous loop: most threads a CTA
   int norm_bwd_plain_reduce = 0;     // 1: the norm backward reduction is not a dependent launch (tests)
   int pool_max_outputs = 0;          // max pools with a fixed window (pool_fwd): outputs a thread, 1 or 2
+  int reduce_cols_warps = 0;         // dim reductions over columns: warps a CTA
+  int reduce_ctas_per_sm = 0;        // dim reductions: CTAs an SM below which the reduced extent splits
+  int reduce_split_vecs = 0;         // dim reductions over rows: vectors a thread at least, a split
+  int reduce_cols_split_rows = 0;    // dim reductions over columns: rows a warp at least, a split
+  int reduce_cols_vec = 0;           // dim reductions over columns: most elements a lane loads at once
 
   bool operator==(const Tuning& o) const;
 };

@@ -143,15 +143,27 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int column_vec(const ReduceProblem& q) {
-  int vec = std::max(1, std::min(16 / static_cast<int>(c10::elementSize(q.x_dtype)), q.max_vec));
+int column_vec(const ReduceProblem& q, const ReduceTable& T) {
+  const int most = std::min(T.cols_max_vec, T.cols_state_bytes / reduce_state_bytes(q.op));
+  int vec = std::max(1, std::min({16 / static_cast<int>(c10::elementSize(q.x_dtype)), q.max_vec, most}));
+  while (vec & (vec - 1)) --vec;  // a power of two (the tuning key may say 3)
   while (vec > 1 && q.I % vec != 0) vec /= 2;
   return vec;
 }
 
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool).
+ReduceTable table_of(const Tuning& t) {
+  ReduceTable T = kReduceTable;
+  if (t.reduce_cols_warps) T.cols_warps = t.reduce_cols_warps;
+  if (t.reduce_ctas_per_sm) T.fill_ctas_per_sm = t.reduce_ctas_per_sm;
+  if (t.reduce_split_vecs) T.min_split_vecs = t.reduce_split_vecs;
+  if (t.reduce_cols_split_rows) T.cols_split_rows = t.reduce_cols_split_rows;
+  if (t.reduce_cols_vec) T.cols_max_vec = t.reduce_cols_vec;
+  return T;
+}
+
 // The single-pass shape of a problem (split decided by reduce_splits).
-ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev) {
-  const ReduceTable& T = kReduceTable;
+ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const ReduceTable& T) {
   ReduceSpec s{};
   s.op = q.op;
   s.x_dtype = q.x_dtype;
@@ -171,7 +183,7 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev) {
     s.rows = s.tpr <= 32 ? T.cta_threads / s.tpr : 1;
   } else {
     s.impl = ReduceImpl::kCols;
-    s.vec = column_vec(q);
+    s.vec = column_vec(q, T);
     s.warps = T.cols_warps;
   }
   return s;
@@ -179,9 +191,9 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev) {
 
 }  // namespace
 
-int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev) {
-  const ReduceTable& T = kReduceTable;
-  const ReduceSpec s = shape_of(q, dev);
+int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const ReduceTable T = table_of(t);
+  const ReduceSpec s = shape_of(q, dev, T);
   const int64_t want = static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / s.threads();
   int64_t ctas, most;
   if (s.impl == ReduceImpl::kRows) {
@@ -189,15 +201,15 @@ int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev) {
     most = q.N / s.vec / (static_cast<int64_t>(s.tpr) * T.min_split_vecs);  // each split keeps its threads busy
   } else {
     ctas = ceil_div(q.I / s.vec, 32) * q.M;
-    most = q.N / (static_cast<int64_t>(s.warps) * T.min_split_vecs);
+    most = q.N / (static_cast<int64_t>(s.warps) * T.cols_split_rows);
   }
   if (ctas >= want / 2 || most < 2) return 1;
   return static_cast<int>(std::clamp<int64_t>(ceil_div(want, ctas), 2, std::min<int64_t>(most, T.max_splits)));
 }
 
-ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning&) {
-  ReduceSpec s = shape_of(q, dev);
-  s.split = reduce_splits(q, dev) > 1;
+ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  ReduceSpec s = shape_of(q, dev, table_of(t));
+  s.split = reduce_splits(q, dev, t) > 1;
   return s;
 }
 
@@ -258,7 +270,7 @@ class ReduceKernel final : public Kernel {
     long long M = g.M, N = g.N, I = g.I;
     const float corr = p_.correction >= 0 ? static_cast<float>(call.params[p_.correction].as_int()) : 0.f;
     const ReduceProblem q{s_.op, s_.x_dtype, s_.c_dtype, s_.y_dtype, g.M, g.N, g.I, s_.vec};
-    int splits = s_.split ? reduce_splits(q, dev_) : 1;
+    int splits = s_.split ? reduce_splits(q, dev_, tuning()) : 1;
     at::Tensor ws;
     void* wsp = nullptr;
     if (s_.split) {

@@ -38,9 +38,12 @@ struct ReduceTable {
   int cta_threads = 256;
   int max_tpr = 1024;
   int cols_warps = 8;         // warps of a column CTA (they stride over n)
-  int fill_ctas_per_sm = 8;   // fewer CTAs than this per SM: split the reduced extent (second pass)
-  int min_split_vecs = 4;     // vectors a thread at least, per split
+  int fill_ctas_per_sm = 4;   // fewer CTAs than this per SM: split the reduced extent (second pass)
+  int min_split_vecs = 4;     // rows: vectors a thread at least, per split
+  int cols_split_rows = 64;   // columns: rows a warp at least, per split
   int max_splits = 4096;
+  int cols_max_vec = 16;      // elements a lane loads at once over columns (at most 16 bytes)
+  int cols_state_bytes = 32;  // a lane's column states at most (registers, and the CTA's shared merge)
 };
 constexpr ReduceTable kReduceTable{};
 
@@ -86,6 +89,6 @@ struct ReduceSpec {
 ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 // CTAs a row (kRows) or a column block (kCols) shares its reduced extent among; 1: no second pass.
 // A pure function of the problem, so the launch recomputes it from the call.
-int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev);
+int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 
 }  // namespace tileops::nvrtc
