@@ -27,12 +27,13 @@ constexpr int kNormBwdStaticSmem = 2048;
 // Upper bound of the fp32 workspace of per-CTA partial rows (caps the grid for very long rows).
 constexpr int64_t kNormBwdWorkspaceBudget = int64_t{256} << 20;
 
-// The measured thresholds of the norm backward plans; docs/PERF.md, "Norm backward" for each number.
+// The measured thresholds of the norm backward plans; the measurements are in docs/PERF.md, "Why
+// the plans choose what they choose", Norm backward.
 struct NormBwdTable {
   int vecs_per_thread = 4;            // as the forward's register rows
   int cta_threads = 256;              // short rows share a 256-thread CTA: fewer partial rows to sum
-  int64_t one_cta_min_row_bytes = 8192;  // staged RMSNorm rows with dweight, one CTA an SM: 16384x4096 117 -> 103 us
-  int64_t few_walks = 8;              // LayerNorm calls of <= 8 row groups a CTA, one CTA an SM: 2048x4096 23.4 -> 21.9 us
+  int64_t one_cta_min_row_bytes = 8192;  // staged RMSNorm rows with dweight: one CTA an SM, half the partials
+  int64_t few_walks = 8;              // LayerNorm calls of <= 8 row groups a CTA: one CTA an SM as well
 };
 constexpr NormBwdTable kNormBwdTable{};
 

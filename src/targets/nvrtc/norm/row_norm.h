@@ -77,25 +77,26 @@ struct RowNormSpec {
   std::string describe() const;
 };
 
-// The measured thresholds of the row norm plans; docs/PERF.md, "Row norms" for each number.
+// The measured thresholds of the row norm plans; the measurements are in docs/PERF.md, "Why the plans
+// choose what they choose" (RMSNorm forward, Fused add + RMSNorm, LayerNorm forward, Staged rows).
 struct RowNormTable {
-  int vecs_per_thread = 4;                 // register rows: 256-thread rows of 8 ran 0.97 of copy, 512 of 4 0.69
-  int64_t few_rows_max = 128;              // about a CTA an SM; 512x8192 Gemma ran 6.6 us wider vs 5.6
-  int few_rows_vecs_per_thread = 2;        // 1x3584 Gemma, float32 weight: 1.9 us vs 2.4 at 4 (weight prefetched)
-  int64_t register_max_row_bytes = 65536;  // longer rows in one CTA ran below 0.7 of copy
-  int cluster_cta_bytes = 32768;           // 64x131072: 16 KB / 16 CTAs slower than 32 KB / 8
+  int vecs_per_thread = 4;                 // register rows: then 8, before a CTA wider than 256 (its barrier)
+  int64_t few_rows_max = 128;              // about a CTA an SM; more rows fill the GPU without spreading
+  int few_rows_vecs_per_thread = 2;        // thin enough that a float32 weight is loaded with x
+  int64_t register_max_row_bytes = 65536;  // longer rows in one CTA's registers fall well below the copy
+  int cluster_cta_bytes = 32768;           // fewer, larger CTAs: 16 KB ones (16 a cluster) were slower
   int cluster_max = 8;
-  int cluster_staged_vpt = 16;             // 64x131072 bf16: 11.1 us vs 12.3 at 8
+  int cluster_staged_vpt = 16;             // more loads in flight a thread while the chunk lands
   int64_t cluster_staged_max_smem = 131072;
-  int rms_staged_min_row_bytes = 16384;    // 2048x8192 bf16: 18.5 us staged vs 19.0 in registers
+  int rms_staged_min_row_bytes = 16384;    // 8 KB rows run the same in registers
   int rms_staged_max_row_bytes = 32768;    // longer rows were not measured staged
-  int rms_staged_vpt = 2;                  // 19.2 us at 8 a thread
-  int fused_staged_min_row_bytes = 32768;  // 4096x16384: 134.9 us vs 139.2; 2048x8192 slower staged
+  int rms_staged_vpt = 2;                  // more vectors a thread gained nothing
+  int fused_staged_min_row_bytes = 32768;  // 16 KB fused rows are faster in registers
   int fused_staged_vpt = 8;
-  int ln_staged_min_row_bytes = 8192;      // 2048x4096 bf16: 10.4 us staged
-  int ln_staged_vpt_short = 8;             // below 16 KB rows: 10.4 us vs 10.6 at 4
-  int ln_staged_vpt_long = 4;              // 16 KB rows and more: 20.9 us vs 23.9 at 8
-  int64_t ln_one_pass_max_n = 16384;       // bf16 only: 2048x4096 10.0 us vs 10.4 two passes
+  int ln_staged_min_row_bytes = 8192;      // the register kernel's 126 registers leave 2 CTAs an SM
+  int ln_staged_vpt_short = 8;             // below 16 KB rows
+  int ln_staged_vpt_long = 4;              // 16 KB rows and more (8 a thread was slower there)
+  int64_t ln_one_pass_max_n = 16384;       // bf16 rows up to this take one shifted pass (precision bounds it)
 };
 constexpr RowNormTable kRowNormTable{};
 

@@ -24,17 +24,18 @@ enum class SoftmaxImpl : int {
   kStaged = 3,     // softmax_fwd_staged (sm_90+, 16-byte accesses): a CTA per row of 8..64 KB, in shared memory
 };
 
-// The measured thresholds of the softmax plans; docs/PERF.md, "Softmax" for each number.
+// The measured thresholds of the softmax plans; the measurements are in docs/PERF.md, "Why the plans
+// choose what they choose", Softmax and log-softmax.
 struct SoftmaxTable {
   int64_t split_min_n = 16384;     // long rows ...
   int64_t split_max_rows = 128;    // ... with few of them leave SMs idle at one CTA a row: split them
-  int vecs_per_thread = 2;         // 4096x4096 bf16: 20.5 us vs 22.1 at 4 and 26.6 at 8
-  int cluster_cta_bytes = 16384;   // 4x128256 bf16: 5.2 us vs 5.7 at 32 KB / 8
+  int vecs_per_thread = 2;         // row-per-CTA rows: 4 or 8 a thread were slower
+  int cluster_cta_bytes = 16384;   // few long rows: more, smaller CTAs a cluster
   int cluster_max = 16;
-  int staged_min_row_bytes = 8192; // 4096x4096 bf16: 19.9 us staged vs 20.8 in registers
-  int staged_vpt = 4;              // 20.4 us at 8 a thread
-  int staged_long_row_bytes = 32768;  // 4096x16384 bf16: 71.0 us at 16 a thread vs 80.2 at 4
-  int staged_long_vpt = 16;           // 8192x32000 bf16: 268.9 us vs 332.2 at 4 (2 CTAs an SM, not 3)
+  int staged_min_row_bytes = 8192; // from 8 KB staging frees the registers that bound the row
+  int staged_vpt = 4;
+  int staged_long_row_bytes = 32768;  // from 32 KB rows, 16 a thread: at 4, threads rather than
+  int staged_long_vpt = 16;           // shared memory would cap the CTAs an SM
   int split_tpb = 256;             // chunks of about 2048 elements on 256 threads, 2..64 a row
   int split_chunk = 2048;
   int split_max = 64;
