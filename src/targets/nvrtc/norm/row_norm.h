@@ -83,7 +83,7 @@ struct RowNormTable {
   int vecs_per_thread = 4;                 // register rows: then 8, before a CTA wider than 256 (its barrier)
   int64_t few_rows_max = 128;              // about a CTA an SM; more rows fill the GPU without spreading
   int few_rows_vecs_per_thread = 2;        // thin enough that a float32 weight is loaded with x
-  int64_t register_max_row_bytes = 65536;  // longer rows in one CTA's registers fall well below the copy
+  int64_t register_max_row_bytes = 65536;  // longer rows take the cluster or staged plans
   int cluster_cta_bytes = 32768;           // fewer, larger CTAs: 16 KB ones (16 a cluster) were slower
   int cluster_max = 8;
   int cluster_staged_vpt = 16;             // more loads in flight a thread while the chunk lands

@@ -38,7 +38,7 @@ struct ReduceTable {
   int cta_threads = 256;
   int max_tpr = 1024;
   int cols_warps = 8;         // warps of a column CTA (they stride over n)
-  int fill_ctas_per_sm = 4;   // fewer CTAs than this per SM: split the reduced extent (second pass)
+  int fill_ctas_per_sm = 4;   // 256-thread CTAs an SM a split aims at; under half of it, split
   int min_split_vecs = 4;     // rows: vectors a thread at least, per split
   int cols_split_rows = 64;   // columns: rows a warp at least, per split
   int max_splits = 4096;
