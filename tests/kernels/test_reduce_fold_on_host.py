@@ -1,8 +1,8 @@
 """src/kernels/reduction/reduce.cuh's reducers compiled as host C++ and run as the kernels use them:
 emulated threads fold K elements at a time (a row's contiguous vectors, or a column's four rows
-strided by the thread count), then merge their states in a tree; every op's result against torch on
-CPU, on inputs with NaNs, infinities, ties and zeros placed inside and across the folds. Needs a host
-C++ compiler (skipped without one)."""
+strided by the thread count, then single rows), then merge their states (a tree for rows, in order
+for columns); every op's result against torch on CPU, on inputs with NaNs, infinities, ties and
+zeros placed inside and across the folds. Needs a host C++ compiler (skipped without one)."""
 import ctypes
 import math
 
@@ -54,8 +54,12 @@ void run(int mode, const float* x, long long n, int threads, float corr, Y* y, f
       }
     }
   }
-  for (int half = threads / 2; half > 0; half /= 2)  // the tree of a warp's shuffles
-    for (int t = 0; t < half; ++t) st[t] = R::merge(st[t], st[t + half]);
+  if (mode == 0) {
+    for (int half = threads / 2; half > 0; half /= 2)  // the tree of a warp's shuffles
+      for (int t = 0; t < half; ++t) st[t] = R::merge(st[t], st[t + half]);
+  } else {
+    for (int t = 1; t < threads; ++t) st[0] = R::merge(st[0], st[t]);  // warp 0 merges the warps in order
+  }
   R::write(st[0], n, corr, y, y2);
 }
 
@@ -168,8 +172,9 @@ def inputs():
 CASES = list(inputs())
 
 
-@pytest.mark.parametrize("k,mode,threads", [(8, 0, 2), (8, 0, 4), (2, 0, 8), (2, 1, 4), (2, 1, 2)],
-                         ids=["rows-k8-t2", "rows-k8-t4", "rows-k2-t8", "cols-t4", "cols-t2"])
+# cols-t3: 64 rows over 3 threads end in single-row folds (the column kernel's tail)
+@pytest.mark.parametrize("k,mode,threads", [(8, 0, 2), (8, 0, 4), (2, 0, 8), (2, 1, 4), (2, 1, 2), (2, 1, 3)],
+                         ids=["rows-k8-t2", "rows-k8-t4", "rows-k2-t8", "cols-t4", "cols-t2", "cols-t3"])
 @pytest.mark.parametrize("op", list(OPS))
 def test_folds_match_torch(kernel, op, k, mode, threads):
     op_id, dtype, ref = OPS[op]
