@@ -1,6 +1,7 @@
 // The activation functions of the activation family, in float32 (torch's opmath for fp16/bf16).
 // ACT ids are shared with the host (src/targets/nvrtc/activation/activation.h: enum class Act).
 #pragma once
+#include "common/fast_math.cuh"
 
 namespace tileops {
 
@@ -9,16 +10,6 @@ enum : int { kActRelu = 0, kActSilu = 1, kActGelu = 2, kActGeluTanh = 3, kActSig
 enum : int { kActFatRelu = 6, kActSwigluOai = 7 };
 
 namespace act_detail {
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Phi(x), the standard normal CDF, from erfc(z) = t * exp(p(t) - z^2) with t = 1 / (1 + z / 2),
 // z = |x| / sqrt(2), and p the degree-9 Chebyshev fit of Numerical Recipes' erfcc (relative error
@@ -27,7 +18,6 @@ __device__ __forceinline__ float rcp_approx(float x) {
 // rcp: libdevice's erff takes two polynomial paths that a warp of mixed |x| runs both of, which
 // made GELU compute-bound (docs/PERF.md). Phi(+inf) = 1, Phi(-inf) = 0, Phi(NaN) = NaN.
 __device__ __forceinline__ float normal_cdf(float x) {
-  constexpr float kLog2e = 1.4426950408889634f;
   const float z = fabsf(x) * 0.70710678118654752f;
   const float t = rcp_approx(fmaf(0.5f, z, 1.f));
   float p = 0.17087277f;
@@ -52,18 +42,17 @@ __device__ __forceinline__ float normal_cdf(float x) {
 // agree with the exact forms: 1/(1+inf) = 0, silu(-inf) and gelu(-inf) are NaN in both.
 template <int ACT, bool FAST = false>
 __device__ __forceinline__ float activate(float x) {
-  constexpr float kLog2e = 1.4426950408889634f;
   if constexpr (FAST && (ACT == kActSilu || ACT == kActSigmoid)) {
-    const float sig = act_detail::rcp_approx(1.f + act_detail::exp2_approx(-x * kLog2e));
+    const float sig = rcp_approx(1.f + exp2_approx(-x * kLog2e));
     return ACT == kActSilu ? x * sig : sig;
   } else if constexpr (FAST && ACT == kActGeluTanh) {
     // 0.5 * (1 + tanh(u)) is the logistic function of 2u: one ex2 and one rcp instead of tanhf.
     const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return x * act_detail::rcp_approx(1.f + act_detail::exp2_approx(-2.f * kLog2e * u));
+    return x * rcp_approx(1.f + exp2_approx(-2.f * kLog2e * u));
   } else if constexpr (FAST && ACT == kActGelu) {
     return x * act_detail::normal_cdf(x);
   } else if constexpr (FAST && ACT == kActQuickGelu) {
-    return x * act_detail::rcp_approx(1.f + act_detail::exp2_approx(-1.702f * kLog2e * x));
+    return x * rcp_approx(1.f + exp2_approx(-1.702f * kLog2e * x));
   } else if constexpr (ACT == kActRelu) {
     return x <= 0.f ? 0.f : x;  // NaN fails the test and stays NaN, as torch.relu
   } else if constexpr (ACT == kActSilu) {

@@ -15,24 +15,16 @@
 //    the SPLITS partials of its row and writes its chunk (re-read from L2).
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/fast_math.cuh"
 #include "common/reduce.cuh"
 
 namespace tileops {
 namespace softmax_detail {
 
-constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // max that propagates NaN (fmaxf drops it): a row holding a NaN is NaN everywhere, as in torch.
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
-
-// exp via ex2.approx (max rel. error ~2^-22): the exp is not the bottleneck of a memory-bound op,
-// but accurate expf is ~4x the instructions. exp(-inf) = 0, exp(NaN) = NaN.
-__device__ __forceinline__ float fast_exp(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * kLog2e));
-  return y;
-}
 
 // Max across the TPR threads of a row (same layout rules as group_sum in common/reduce.cuh).
 template <int TPR>
