@@ -121,7 +121,8 @@ CORRECTION = {"var": 1.0, "std": 0.0, "var_mean": 1.0}
 def kernel(tmp_path_factory):
     lib = host_kernel.build(tmp_path_factory, "reduce_fold_host", DRIVER,
                             {"common/dtypes.cuh": host_kernel.FLOAT_DTYPES,
-                             "common/reduce.cuh": host_kernel.REDUCE_DECLARATIONS})
+                             "common/reduce.cuh": host_kernel.REDUCE_DECLARATIONS,
+                             "common/fast_math.cuh": host_kernel.FAST_MATH})
     lib.reduce.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int,
                            ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p]
     return lib
@@ -137,6 +138,10 @@ def inputs():
     ties[[5, 13, 40]] = 2.0
     ties[[7, 50]] = -2.0
     yield "ties", ties
+    ties = torch.zeros(64)
+    ties[[3, 6]] = 2.0  # two maxima in one fold of 8, in different halves of its pairwise tournament
+    ties[[1, 2]] = -2.0
+    yield "ties in a fold", ties
     yield "ints", torch.randint(-3, 4, (64,), generator=g).float()
     for at in (0, 7, 9, 33, 63):
         x = base.clone()
@@ -145,6 +150,9 @@ def inputs():
     two = base.clone()
     two[[10, 41]] = float("nan")
     yield "two nans", two
+    two = base.clone()
+    two[[6, 2]] = float("nan")
+    yield "two nans in a fold", two
     for at in ((3,), (3, 4), (3, 60)):
         x = base.clone()
         x[list(at)] = float("inf")
@@ -209,3 +217,20 @@ def test_logsumexp_of_two_infinities_in_one_fold_is_inf(kernel):
     y = torch.empty(())
     kernel.reduce(16, 8, 0, x.data_ptr(), 8, 1, 0.0, y.data_ptr(), y.data_ptr())
     assert y.item() == math.inf == torch.logsumexp(x, 0).item()
+
+
+@pytest.mark.parametrize("k,mode,threads", [(8, 0, 4), (2, 0, 8), (2, 1, 4), (2, 1, 3)],
+                         ids=["rows-k8-t4", "rows-k2-t8", "cols-t4", "cols-t3"])
+def test_moments_near_the_float_range_are_inf_not_nan(kernel, k, mode, threads):
+    # Values of either sign near 3e38: a fold's plain sum overflows, and so does d * d in a merge with
+    # an empty state (times its count of 0: NaN). The variance (~1e76) is past the float range: inf;
+    # std is inf too, as its float32 sum of squared deviations overflows (torch's float32 Welford
+    # does the same); the mean is finite.
+    g = torch.Generator().manual_seed(5)
+    x = torch.where(torch.rand(64, generator=g) > 0.5, 1.0, -1.0) * (1.5e38 + 1.5e38 * torch.rand(64, generator=g))
+    y, y2 = torch.empty(()), torch.empty(())
+    for op, want in ((5, math.inf), (6, math.inf), (7, math.inf)):
+        kernel.reduce(op, k, mode, x.data_ptr(), 64, threads, 1.0, y.data_ptr(), y2.data_ptr())
+        assert y.item() == want, f"op {op}: {y.item()}"
+    mean = x.double().mean()
+    assert math.isclose(y2.item(), mean.item(), rel_tol=0, abs_tol=3e38 * 1e-6), (y2.item(), mean.item())

@@ -104,6 +104,21 @@ def test_log_sum_exp_of_nan_then_inf_is_nan_on_gpu():
     torch.testing.assert_close(ops.reduction_log_sum_exp_fwd(cols, [0]), expect, equal_nan=True)
 
 
+def test_moments_near_the_float_range_are_inf_not_nan_on_gpu():
+    # |x| in [1.5e38, 3e38], either sign: var (~1e76) and std are inf (float32 sums of squared
+    # deviations overflow), never NaN; the mean is finite. Rows, a split row, columns.
+    g = torch.Generator(device="cuda").manual_seed(7)
+    ops = torch.ops.tileops
+    for shape, dim in (((64, 4096), [1]), ((2, 300000), [1]), ((4096, 64), [0])):
+        sign = torch.where(torch.rand(shape, device="cuda", generator=g) > 0.5, 1.0, -1.0)
+        x = sign * (1.5e38 + 1.5e38 * torch.rand(shape, device="cuda", generator=g))
+        assert torch.isinf(ops.reduction_var_fwd(x, dim)).all()
+        assert torch.isinf(ops.reduction_std_fwd(x, dim)).all()
+        var, mean = ops.reduction_var_mean_fwd(x, dim)
+        assert torch.isinf(var).all()
+        torch.testing.assert_close(mean.double(), x.double().mean(dim), rtol=0, atol=3e38 * 1e-5)
+
+
 def test_misaligned_and_non_contiguous_x():
     base = torch.randn(4 * 4096 + 1, device="cuda", dtype=torch.bfloat16)
     x = base[1:].view(4, 4096)  # 2-byte aligned: scalar accesses

@@ -28,6 +28,17 @@ template <int TPR, typename S, typename F> S group_reduce(S v, S* scratch, F com
 }
 """
 
+# common/fast_math.cuh: the MUFU approximations as the C library's exact functions.
+FAST_MATH = """#pragma once
+#include <cmath>
+namespace tileops {
+inline float exp2_approx(float x) { return std::exp2(x); }
+inline float rcp_approx(float x) { return 1.f / x; }
+constexpr float kLog2e = 1.4426950408889634f;
+inline float fast_exp(float x) { return exp2_approx(x * kLog2e); }
+}
+"""
+
 # CUDA words for src/kernels/elementwise/elementwise.cuh's device functions (its loops are not run):
 # a driver appends its own #include of the header and the functions it calls. __expf / __logf are
 # exp2 / log2 of the scaled argument, the rounding the hardware's approximate forms start from.

@@ -163,21 +163,25 @@ template <int OP> struct MomentLike {
   static __device__ __forceinline__ State init() { return {0.f, 0.f, 0.f}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
-    // the K's own mean and squared deviations, then Chan's merge: one division per K elements
-    float sum = v[0];
+    // the K's own mean and squared deviations, then Chan's merge: one division per K elements. Each
+    // element is scaled before the sum, so values near the float range do not overflow the mean.
+    float mean = 0.f;
 #pragma unroll
-    for (int j = 1; j < K; ++j) sum += v[j];
-    const float mean = sum * (1.f / K);
+    for (int j = 0; j < K; ++j) mean = fmaf(v[j], 1.f / K, mean);
     float m2 = 0.f;
 #pragma unroll
     for (int j = 0; j < K; ++j) m2 = fmaf(v[j] - mean, v[j] - mean, m2);
     return merge(s, {static_cast<float>(K), mean, m2});
   }
+  // An empty side is returned as the other (d * d * 0 would be NaN once d * d overflows). The mean
+  // is a(1 - fb) + b fb, which stays finite for finite means (a + (b - a) fb overflows when b - a
+  // does) and, like torch's Welford, is NaN once an infinite mean meets another state. m2 may
+  // overflow to inf: the variance of such values is past the float range.
   static __device__ __forceinline__ State merge(State a, State b) {
-    const float n = a.n + b.n;
-    if (n == 0.f) return a;
-    const float d = b.mean - a.mean, fb = b.n / n;
-    return {n, fmaf(d, fb, a.mean), a.m2 + b.m2 + d * d * a.n * fb};
+    if (a.n == 0.f) return b;
+    if (b.n == 0.f) return a;
+    const float n = a.n + b.n, fb = b.n / n, d = b.mean - a.mean;
+    return {n, fmaf(b.mean, fb, fmaf(-a.mean, fb, a.mean)), a.m2 + b.m2 + d * d * a.n * fb};
   }
   template <typename Y, typename Y2>
   static __device__ __forceinline__ void write(State s, long long n, float corr, Y* y, Y2* y2) {
