@@ -7,6 +7,7 @@ reading x once), so copy/ours >= 0.91 means within 1.1x of one read of the input
 written: the bytes a scan moves at least).
 A benchmark, not a test.    python3 scripts/bench/bench_reduction.py [--json out.json] [--quick]
                                  [--only softmax,dim,scans]   (the parts to run; default: all)
+                                 [--stems argmax,var]         (dim reductions: these ops only)
 """
 from __future__ import annotations
 
@@ -74,9 +75,11 @@ REDUCE_LAYOUTS = [
 ]
 
 
-def reduce_rows_for(quick: bool) -> list[dict]:
+def reduce_rows_for(quick: bool, stems: set[str] | None = None) -> list[dict]:
     rows = []
     for stem, ref, fixed_dtype in REDUCE_OPS[:2] if quick else REDUCE_OPS:
+        if stems and stem not in stems:
+            continue
         op = getattr(torch.ops.tileops, f"reduction_{stem}_fwd")
         for layout, shape, dims in REDUCE_LAYOUTS:
             if stem == "argmax" and dims is not None and len(dims) != 1:
@@ -157,8 +160,12 @@ def main():
     ap.add_argument("--only", default="softmax,dim,scans",
                     help="comma-separated parts to run: softmax (softmax, log_softmax), dim (the dim "
                          "reductions), scans")
+    ap.add_argument("--stems", help="comma-separated dim reductions to run (default: all of REDUCE_OPS)")
     args = ap.parse_args()
     parts = set(args.only.split(","))
+    stems = set(args.stems.split(",")) if args.stems else None
+    if stems and stems - {s for s, _, _ in REDUCE_OPS}:
+        ap.error(f"--stems: unknown {', '.join(sorted(stems - {s for s, _, _ in REDUCE_OPS}))}")
     unknown = parts - {"softmax", "dim", "scans"}
     if unknown:
         ap.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; parts: softmax, dim, scans")
@@ -170,7 +177,7 @@ def main():
             report["kernels"][op_class] = rows
             harness.print_table(op_class, rows)
     if "dim" in parts:
-        rows = reduce_rows_for(args.quick)
+        rows = reduce_rows_for(args.quick, stems)
         for r in rows:  # each row names its op class, so PERF.md files it under its manifest family
             r["op"] = "".join(w.capitalize() for w in r["workload"].rsplit("-", 1)[0].split("_")) + "FwdOp"
         report["kernels"]["dim reductions"] = rows

@@ -114,6 +114,10 @@ WORKLOADS = {
         _bf16(64, 1024, 512)),
     "argmax_columns_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_argmax_fwd(x, 0))(
         _bf16(8192, 4096)),
+    "argmax_rows_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_argmax_fwd(x, 1))(
+        _bf16(8192, 4096)),
+    "log_sum_exp_rows_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_log_sum_exp_fwd(x, [1]))(
+        _bf16(8192, 4096)),
     "max_pool2d_resnet_stem": lambda: _spatial("max_pool2d", False),
     "max_pool2d_compiled_resnet_stem": lambda: _spatial("max_pool2d", True),
 }

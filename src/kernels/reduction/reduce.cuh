@@ -13,6 +13,7 @@
 // state, how an element joins it, how two states merge and what is written.
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/fast_math.cuh"
 #include "common/reduce.cuh"
 
 namespace tileops {
@@ -100,22 +101,26 @@ template <> struct Reducer<kReduceInf> : ExtremeLike<kReduceInf> {};
 // argmax / argmin: the first extreme; a NaN counts as the extreme (the first NaN wins), as torch.
 template <int OP> struct ArgLike {
   struct State { float v; int pad; long long i; };  // i < 0: no element yet
+  // a beats b: greater (less), or a NaN over a number. Bitwise on purpose: the short-circuit form
+  // compiled to branches around every element, which serialised the fold.
   static __device__ __forceinline__ bool beats(float a, float b) {
-    if (is_nan(b)) return false;
-    if (is_nan(a)) return true;
-    return OP == kReduceArgmax ? a > b : a < b;
+    return (OP == kReduceArgmax ? a > b : a < b) | (is_nan(a) & !is_nan(b));
   }
   static __device__ __forceinline__ State init() { return {0.f, 0, -1}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long i0, long long step) {
-    // the first extreme of the K (32-bit position), then one comparison with s, whose elements come
-    // first: a tie keeps s
-    float b = v[0];
-    int at = 0;
+    // the first extreme of the K by a pairwise tournament (log2 K deep; the left side holds the lower
+    // positions, so a tie keeps it), then one comparison with s, whose elements come first
+    float b[K];
+    int at[K];
 #pragma unroll
-    for (int j = 1; j < K; ++j)
-      if (beats(v[j], b)) b = v[j], at = j;
-    return (s.i < 0 || beats(b, s.v)) ? State{b, 0, i0 + at * step} : s;
+    for (int j = 0; j < K; ++j) b[j] = v[j], at[j] = j;
+#pragma unroll
+    for (int w = 1; w < K; w *= 2)
+#pragma unroll
+      for (int j = 0; j + w < K; j += 2 * w)
+        if (beats(b[j + w], b[j])) b[j] = b[j + w], at[j] = at[j + w];
+    return ((s.i < 0) | beats(b[0], s.v)) ? State{b[0], 0, i0 + at[0] * step} : s;
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if (a.i < 0) return b;
@@ -216,15 +221,15 @@ template <> struct Reducer<kReduceLogSumExp> {
       return {m, (s.m == pos_inf() || is_nan(s.s) ? s.s : 0.f) + sum};  // a NaN s stays NaN
     }
 #pragma unroll
-    for (int j = 0; j < K; ++j) sum += expf(v[j] - m);
-    return {m, fmaf(s.s, expf(s.m - m), sum)};
+    for (int j = 0; j < K; ++j) sum += fast_exp(v[j] - m);
+    return {m, fmaf(s.s, fast_exp(s.m - m), sum)};
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if (b.m == neg_inf() && !is_nan(b.s)) return a;
     if (a.m == neg_inf() && !is_nan(a.s)) return b;
     const float m = fmaxf(a.m, b.m);
     if (m == pos_inf()) return {m, a.s + b.s};  // exp(inf - inf) would be NaN
-    return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+    return {m, a.s * fast_exp(a.m - m) + b.s * fast_exp(b.m - m)};
   }
   template <typename Y, typename Y2>
   static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) {
