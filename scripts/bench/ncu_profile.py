@@ -116,6 +116,8 @@ WORKLOADS = {
         _bf16(8192, 4096)),
     "argmax_rows_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_argmax_fwd(x, 1))(
         _bf16(8192, 4096)),
+    "any_columns_bool_16384x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_any_fwd(x, [0]))(
+        torch.rand(16384, 4096, device="cuda") < 0.5),
     "log_sum_exp_rows_8192x4096": lambda: (lambda x: lambda: torch.ops.tileops.reduction_log_sum_exp_fwd(x, [1]))(
         _bf16(8192, 4096)),
     "max_pool2d_resnet_stem": lambda: _spatial("max_pool2d", False),

@@ -113,7 +113,9 @@ TEST(ReducePlan, ColumnLanesKeepAtMost32BytesOfState) {
   EXPECT_EQ(vec(ReduceOp::Sum, c10::kBFloat16), 8);        // 4-byte sums: the 16-byte load decides
   EXPECT_EQ(vec(ReduceOp::LogSumExp, c10::kBFloat16), 4);  // max and sum
   EXPECT_EQ(tileops::nvrtc::plan_reduce(problem(ReduceOp::Any, c10::kBool, 64, 1024, 512, 16), dev).vec,
-            4);  // a 64-bit count a column: 4, not the 16 a 16-byte load holds
+            8);  // a 32-bit flag a column: 8, not the 16 a 16-byte load holds
+  EXPECT_EQ(tileops::nvrtc::plan_reduce(problem(ReduceOp::CountNonzero, c10::kBool, 64, 1024, 512, 16), dev).vec,
+            4);  // a 64-bit count
   EXPECT_EQ(vec(ReduceOp::Var, c10::kBFloat16), 2);        // n, mean, m2
   EXPECT_EQ(vec(ReduceOp::Argmax, c10::kBFloat16), 2);     // value and 64-bit index
   EXPECT_EQ(vec(ReduceOp::Argmax, c10::kFloat), 2);

@@ -34,6 +34,8 @@ FAST_MATH = """#pragma once
 namespace tileops {
 inline float exp2_approx(float x) { return std::exp2(x); }
 inline float rcp_approx(float x) { return 1.f / x; }
+inline float fmax_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+inline float fmin_nan(float a, float b) { return (a != a || a < b) ? a : b; }
 constexpr float kLog2e = 1.4426950408889634f;
 inline float fast_exp(float x) { return exp2_approx(x * kLog2e); }
 }

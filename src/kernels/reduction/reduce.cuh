@@ -33,6 +33,19 @@ __device__ __forceinline__ bool is_nan(float v) { return v != v; }
 __device__ __forceinline__ float max_nan(float a, float b) { return (is_nan(a) || a > b) ? a : b; }
 __device__ __forceinline__ float min_nan(float a, float b) { return (is_nan(a) || a < b) ? a : b; }
 
+// The NaN-propagating max (MAX) or min of K values, pairwise (log2 K deep, not a chain of K).
+template <bool MAX, int K>
+__device__ __forceinline__ float extreme_of(const float (&v)[K]) {
+  float t[K];
+#pragma unroll
+  for (int j = 0; j < K; ++j) t[j] = v[j];
+#pragma unroll
+  for (int w = 1; w < K; w *= 2)
+#pragma unroll
+    for (int j = 0; j + w < K; j += 2 * w) t[j] = MAX ? fmax_nan(t[j], t[j + w]) : fmin_nan(t[j], t[j + w]);
+  return t[0];
+}
+
 template <typename T> __device__ __forceinline__ void store(T* p, float v) { *p = from_float<T>(v); }
 template <> __device__ __forceinline__ void store<long long>(long long* p, float v) { *p = static_cast<long long>(v); }
 template <> __device__ __forceinline__ void store<bool>(bool* p, float v) { *p = v != 0.f; }
@@ -86,10 +99,14 @@ template <int OP> struct ExtremeLike {  // amax, amin, inf-norm: a NaN wins
   }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
-    State t{OP == kReduceInf ? fabsf(v[0]) : v[0]};
+    if constexpr (OP == kReduceInf) {
+      float a[K];
 #pragma unroll
-    for (int j = 1; j < K; ++j) t = merge(t, {OP == kReduceInf ? fabsf(v[j]) : v[j]});
-    return merge(s, t);
+      for (int j = 0; j < K; ++j) a[j] = fabsf(v[j]);
+      return merge(s, {extreme_of<true>(a)});
+    } else {
+      return merge(s, {extreme_of<OP != kReduceAmin>(v)});
+    }
   }
   template <typename Y, typename Y2>
   static __device__ __forceinline__ void write(State s, long long, float, Y* y, Y2*) { store(y, s.v); }
@@ -101,26 +118,22 @@ template <> struct Reducer<kReduceInf> : ExtremeLike<kReduceInf> {};
 // argmax / argmin: the first extreme; a NaN counts as the extreme (the first NaN wins), as torch.
 template <int OP> struct ArgLike {
   struct State { float v; int pad; long long i; };  // i < 0: no element yet
-  // a beats b: greater (less), or a NaN over a number. Bitwise on purpose: the short-circuit form
-  // compiled to branches around every element, which serialised the fold.
+  // a beats b: greater (less), or a NaN over a number. !(a <= b) is "greater or unordered": bitwise,
+  // two compares, no branches.
   static __device__ __forceinline__ bool beats(float a, float b) {
-    return (OP == kReduceArgmax ? a > b : a < b) | (is_nan(a) & !is_nan(b));
+    return (OP == kReduceArgmax ? !(a <= b) : !(a >= b)) & (b == b);
   }
   static __device__ __forceinline__ State init() { return {0.f, 0, -1}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long i0, long long step) {
-    // the first extreme of the K by a pairwise tournament (log2 K deep; the left side holds the lower
-    // positions, so a tie keeps it), then one comparison with s, whose elements come first
-    float b[K];
-    int at[K];
+    // the K's extreme (one NaN-propagating max or min an element), then the first position holding
+    // it, or holding a NaN (the extreme is NaN only when one of the K is); then one comparison with
+    // s, whose elements come first: a tie keeps s
+    const float m = extreme_of<OP == kReduceArgmax>(v);
+    int at = K - 1;
 #pragma unroll
-    for (int j = 0; j < K; ++j) b[j] = v[j], at[j] = j;
-#pragma unroll
-    for (int w = 1; w < K; w *= 2)
-#pragma unroll
-      for (int j = 0; j + w < K; j += 2 * w)
-        if (beats(b[j + w], b[j])) b[j] = b[j + w], at[j] = at[j + w];
-    return ((s.i < 0) | beats(b[0], s.v)) ? State{b[0], 0, i0 + at[0] * step} : s;
+    for (int j = K - 2; j >= 0; --j) at = ((v[j] == m) | is_nan(v[j])) ? j : at;
+    return ((s.i < 0) | beats(m, s.v)) ? State{m, 0, i0 + at * step} : s;
   }
   static __device__ __forceinline__ State merge(State a, State b) {
     if (a.i < 0) return b;
@@ -135,8 +148,12 @@ template <int OP> struct ArgLike {
 template <> struct Reducer<kReduceArgmax> : ArgLike<kReduceArgmax> {};
 template <> struct Reducer<kReduceArgmin> : ArgLike<kReduceArgmin> {};
 
+// all and any keep a 32-bit flag (a column lane holds twice the columns of a 64-bit count).
+template <bool COUNT> struct logic_state { using type = int; };
+template <> struct logic_state<true> { using type = long long; };
+
 template <int OP> struct LogicLike {  // all, any, count_nonzero (NaN is nonzero)
-  struct State { long long c; };
+  struct State { typename logic_state<OP == kReduceCountNonzero>::type c; };
   static __device__ __forceinline__ State init() { return {OP == kReduceAll ? 1 : 0}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
@@ -208,9 +225,7 @@ template <> struct Reducer<kReduceLogSumExp> {
   static __device__ __forceinline__ State init() { return {neg_inf(), 0.f}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
-    float top = v[0];  // the K's maximum, NaN kept
-#pragma unroll
-    for (int j = 1; j < K; ++j) top = max_nan(v[j], top);
+    const float top = extreme_of<true>(v);  // the K's maximum, NaN kept
     if (is_nan(top)) return {s.m, top};
     if (top == neg_inf()) return s;
     const float m = fmaxf(s.m, top);  // one rescale of s per K elements

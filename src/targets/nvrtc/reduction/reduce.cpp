@@ -42,7 +42,8 @@ int reduce_state_bytes(ReduceOp op) {
   switch (op) {
     case ReduceOp::Argmax: case ReduceOp::Argmin: return 16;                           // value, index
     case ReduceOp::Var: case ReduceOp::Std: case ReduceOp::VarMean: return 12;         // n, mean, m2
-    case ReduceOp::All: case ReduceOp::Any: case ReduceOp::CountNonzero: return 8;     // a count
+    case ReduceOp::CountNonzero: return 8;                                             // a count
+    case ReduceOp::All: case ReduceOp::Any: return 4;                                  // a flag
     case ReduceOp::LogSumExp: return 8;                                                // max, sum
     default: return 4;
   }
