@@ -121,6 +121,22 @@ TEST(ReducePlan, ColumnLanesKeepAtMost32BytesOfState) {
   EXPECT_EQ(vec(ReduceOp::Argmax, c10::kFloat), 2);
 }
 
+TEST(ReducePlan, ColumnLanesNarrowWhereThatAvoidsASplit) {
+  const auto dev = h200();
+  // bool any over a middle dim: 8 columns a lane leave 256 CTAs (split in two), 4 leave 512
+  const auto middle = tileops::nvrtc::plan_reduce(problem(ReduceOp::Any, c10::kBool, 128, 1024, 512, 16), dev);
+  EXPECT_EQ(middle.vec, 4);
+  EXPECT_FALSE(middle.split);
+  // over columns no width fills the GPU (16 or 32 CTAs): the widest, split
+  const auto cols = tileops::nvrtc::plan_reduce(problem(ReduceOp::Any, c10::kBool, 1, 16384, 4096, 16), dev);
+  EXPECT_EQ(cols.vec, 8);
+  EXPECT_TRUE(cols.split);
+  // bf16 sums over 64x1024x512: 4 columns a lane would give 256 CTAs, still a split: keep 8
+  const auto sum = tileops::nvrtc::plan_reduce(problem(ReduceOp::Sum, c10::kBFloat16, 64, 1024, 512), dev);
+  EXPECT_EQ(sum.vec, 8);
+  EXPECT_TRUE(sum.split);
+}
+
 TEST(ReducePlan, NameCarriesTheIdentity) {
   const auto s = tileops::nvrtc::plan_reduce(problem(ReduceOp::Argmax, c10::kBFloat16, 4, 128256, 1), h200());
   EXPECT_EQ(s.name().rfind("reduce_rows__argmax__bf16_i64__v8_t256_r1__split__sm_90a", 0), 0u) << s.name();

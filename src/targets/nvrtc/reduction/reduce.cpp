@@ -186,6 +186,16 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const Reduce
     s.impl = ReduceImpl::kCols;
     s.vec = column_vec(q, T);
     s.warps = T.cols_warps;
+    // Narrower lanes (down to cols_min_vec columns) where that alone fills the GPU without a split:
+    // the split's second pass costs more than the narrower loads (bool any, 128x1024x512).
+    const int64_t want = static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / s.threads();
+    const auto ctas = [&](int v) { return ceil_div(q.I / v, 32) * q.M; };
+    if (ctas(s.vec) < want / 2)
+      for (int v = s.vec / 2; v >= T.cols_min_vec; v /= 2)
+        if (q.I % v == 0 && ctas(v) >= want / 2) {
+          s.vec = v;
+          break;
+        }
   }
   return s;
 }

@@ -43,6 +43,7 @@ struct ReduceTable {
   int cols_split_rows = 64;   // columns: rows a warp at least, per split
   int max_splits = 4096;
   int cols_max_vec = 16;      // elements a lane loads at once over columns (at most 16 bytes)
+  int cols_min_vec = 4;       // ... and at least, when narrowing lanes to avoid a split
   int cols_state_bytes = 32;  // a lane's column states at most (registers, and the CTA's shared merge)
 };
 constexpr ReduceTable kReduceTable{};
