@@ -391,7 +391,12 @@ __global__ void __launch_bounds__(256) reduce_finish(const void* __restrict__ ws
   if (o >= outputs) return;  // whole warps leave together
   const S* p = reinterpret_cast<const S*>(ws) + o * splits;
   S acc = R::init();
-  for (int k = lane; k < splits; k += 32) acc = R::merge(acc, p[k]);
+  int k = lane;
+  for (; k + 96 < splits; k += 128) {  // four loads in flight a lane: not one L2 round trip a state
+    const S a = p[k], b = p[k + 32], c = p[k + 64], d = p[k + 96];
+    acc = R::merge(acc, R::merge(R::merge(a, b), R::merge(c, d)));
+  }
+  for (; k < splits; k += 32) acc = R::merge(acc, p[k]);
   acc = group_reduce<32>(acc, static_cast<S*>(nullptr), [](const S& a, const S& b) { return R::merge(a, b); });
   if (lane == 0) R::write(acc, N, corr, y + o, y2 + o);
 }
