@@ -70,6 +70,21 @@ void run_k(int k, int mode, const float* x, long long n, int threads, float corr
   else run<OP, 2>(mode, x, n, threads, corr, out, y2);
 }
 
+// bool all (10) / any (11) of n bytes (n % 16 == 0) by fold_vec, 16 bytes a vector as the row kernel
+// reads them (whole words, not widened elements); 1 or 0.
+template <int OP> int fold_bool_words_of(const unsigned char* x, int n) {
+  auto s = reduce_detail::Reducer<OP>::init();
+  for (int k = 0; k < n / 16; ++k) {
+    Vec<bool, 16> v;
+    std::memcpy(&v, x + 16 * k, 16);
+    s = reduce_detail::fold_vec<OP, bool>(s, v, 16LL * k);
+  }
+  return static_cast<int>(s.c);
+}
+extern "C" int fold_bool_words(int op, const unsigned char* x, int n) {
+  return op == kReduceAll ? fold_bool_words_of<kReduceAll>(x, n) : fold_bool_words_of<kReduceAny>(x, n);
+}
+
 extern "C" void reduce(int op, int k, int mode, const float* x, long long n, int threads, float corr, void* y,
                        float* y2) {
   switch (op) {
@@ -234,3 +249,17 @@ def test_moments_near_the_float_range_are_inf_not_nan(kernel, k, mode, threads):
         assert y.item() == want, f"op {op}: {y.item()}"
     mean = x.double().mean()
     assert math.isclose(y2.item(), mean.item(), rel_tol=0, abs_tol=3e38 * 1e-6), (y2.item(), mean.item())
+
+
+@pytest.mark.parametrize("op,ref", [(10, all), (11, any)], ids=["all", "any"])
+def test_bool_words_match_bytes(kernel, op, ref):
+    # whole 32-bit words of bool bytes: a byte is true when nonzero (2, 0x80 and 0xff too, as torch
+    # reads a bool's byte), false only when 0, wherever it sits in its word and vector
+    kernel.fold_bool_words.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    for fill in (0, 1):
+        for at in (0, 3, 5, 14, 17, 31):
+            for value in (0, 1, 2, 0x7f, 0x80, 0xff):
+                x = torch.full((32,), fill, dtype=torch.uint8)
+                x[at] = value
+                want = ref(int(b) != 0 for b in x.tolist())
+                assert kernel.fold_bool_words(op, x.data_ptr(), 32) == want, (fill, at, value)

@@ -119,6 +119,25 @@ def test_moments_near_the_float_range_are_inf_not_nan_on_gpu():
         torch.testing.assert_close(mean.double(), x.double().mean(dim), rtol=0, atol=3e38 * 1e-5)
 
 
+def test_bool_all_any_whole_words_on_gpu():
+    # bool x read as whole words (rows: 16 bytes a vector; columns: 8 or 4 a lane): any of a mostly
+    # False x and all of a mostly True one, with the odd byte placed at every position of a word and
+    # a vector, and bytes of 2 and 0x80 (true, as torch reads a bool), over rows, columns, a middle
+    # dim and a split
+    g = torch.Generator(device="cuda").manual_seed(11)
+    ops = torch.ops.tileops
+    for shape, dim in (((64, 4096), [1]), ((4096, 64), [0]), ((16384, 512), [0]), ((8, 1024, 512), [1]),
+                       ((2, 300000), [1])):
+        for odd, fill in ((1, 0), (2, 0), (0x80, 0), (0, 1), (0, 2)):
+            raw = torch.full(shape, fill, dtype=torch.uint8, device="cuda")
+            hits = torch.rand(shape, device="cuda", generator=g) < 4.0 / shape[dim[0]]
+            raw[hits] = odd
+            x = raw.view(torch.bool)
+            truth = raw != 0
+            assert torch.equal(ops.reduction_any_fwd(x, dim), truth.any(dim[0])), (shape, odd, fill)
+            assert torch.equal(ops.reduction_all_fwd(x, dim), truth.all(dim[0])), (shape, odd, fill)
+
+
 def test_misaligned_and_non_contiguous_x():
     base = torch.randn(4 * 4096 + 1, device="cuda", dtype=torch.bfloat16)
     x = base[1:].view(4, 4096)  # 2-byte aligned: scalar accesses

@@ -272,6 +272,52 @@ __device__ __forceinline__ Floats<VEC> elements(const Vec<T, VEC>& x) {
   return f;
 }
 
+// bool all/any read whole 32-bit words of bytes instead of widening each byte to a float: any ORs
+// the words, all ANDs their per-byte nonzero marks (0x80 in each byte that is not 0; a true bool is
+// any nonzero byte, as torch reads it).
+template <typename T, typename C, int OP> struct word_logic {
+  static constexpr bool value = false;
+};
+template <int OP> struct word_logic<bool, bool, OP> {
+  static constexpr bool value = OP == kReduceAll || OP == kReduceAny;
+};
+__device__ __forceinline__ unsigned nonzero_bytes(unsigned w) {
+  return (((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) | w) & 0x80808080u;
+}
+template <int OP> __device__ __forceinline__ unsigned word_init() { return OP == kReduceAll ? 0x80808080u : 0u; }
+template <int OP> __device__ __forceinline__ unsigned word_join(unsigned acc, unsigned w) {
+  return OP == kReduceAll ? acc & nonzero_bytes(w) : acc | w;
+}
+// The flag of byte e of a joined word.
+template <int OP> __device__ __forceinline__ int word_flag(unsigned acc, int e) {
+  const unsigned byte = acc >> (8 * e) & 0xffu;
+  return OP == kReduceAll ? byte == 0x80u : byte != 0u;
+}
+// The bytes as loaded (a union: NVRTC has no memcpy; a bool read as a value would be assumed 0 or 1).
+template <typename T, int VEC> __device__ __forceinline__ Vec<unsigned, VEC / 4> words_of(const Vec<T, VEC>& v) {
+  union {
+    Vec<T, VEC> bytes;
+    Vec<unsigned, VEC / 4> words;
+  } u{v};
+  return u.words;
+}
+
+// A vector of a row folded into s (its elements at i0, i0 + 1, ...).
+template <int OP, typename C, typename T, int VEC, typename S>
+__device__ __forceinline__ S fold_vec(S s, const Vec<T, VEC>& v, long long i0) {
+  using R = Reducer<OP>;
+  if constexpr (word_logic<T, C, OP>::value && VEC % 4 == 0) {
+    const auto w = words_of(v);
+    unsigned acc = word_init<OP>();
+#pragma unroll
+    for (int k = 0; k < VEC / 4; ++k) acc = word_join<OP>(acc, w.v[k]);
+    const int flag = OP == kReduceAll ? acc == 0x80808080u : acc != 0u;
+    return R::merge(s, {flag});
+  } else {
+    return R::fold(s, elements<C>(v).v, i0, 1);
+  }
+}
+
 }  // namespace reduce_detail
 
 // I == 1: row m of x is x[m*N, (m+1)*N). grid: ceil(M / ROWS) * splits CTAs of TPR * ROWS threads.
@@ -301,9 +347,9 @@ __global__ void __launch_bounds__(TPR * ROWS) reduce_rows(const T* __restrict__ 
 #pragma unroll
       for (int u = 0; u < 4; ++u) v[u] = row[k + u * TPR];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) s = R::fold(s, reduce_detail::elements<C>(v[u]).v, (k + u * TPR) * VEC, 1);
+      for (int u = 0; u < 4; ++u) s = reduce_detail::fold_vec<OP, C>(s, v[u], (k + u * TPR) * VEC);
     }
-    for (; k < end; k += TPR) s = R::fold(s, reduce_detail::elements<C>(row[k]).v, k * VEC, 1);
+    for (; k < end; k += TPR) s = reduce_detail::fold_vec<OP, C>(s, row[k], k * VEC);
   }
   s = group_reduce<TPR>(s, scratch[r], [](const S& a, const S& b) { return R::merge(a, b); });
   if (t == 0 && m < M) {
@@ -335,7 +381,34 @@ __global__ void __launch_bounds__(32 * TY) reduce_cols(const T* __restrict__ x, 
     S s[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s[e] = R::init();
-    if (col < I) {
+    if constexpr (reduce_detail::word_logic<T, C, OP>::value && VEC % 4 == 0) {
+      // bool all/any: a lane joins whole words of its VEC columns, flags unpacked once at the end
+      unsigned acc[VEC / 4];
+#pragma unroll
+      for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_init<OP>();
+      if (col < I) {
+        const T* base = x + m * N * I + col;
+        long long n = n0 + ty;
+        for (; n + 3 * TY < n1; n += 4 * TY) {  // four loads in flight a thread
+          Vec<T, VEC> v[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + (n + u * TY) * I);
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const auto w = reduce_detail::words_of(v[u]);
+#pragma unroll
+            for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_join<OP>(acc[k], w.v[k]);
+          }
+        }
+        for (; n < n1; n += TY) {
+          const auto w = reduce_detail::words_of(*reinterpret_cast<const Vec<T, VEC>*>(base + n * I));
+#pragma unroll
+          for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_join<OP>(acc[k], w.v[k]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = S{reduce_detail::word_flag<OP>(acc[e / 4], e % 4)};
+    } else if (col < I) {
       const T* base = x + m * N * I + col;
       long long n = n0 + ty;
       for (; n + 3 * TY < n1; n += 4 * TY) {  // four loads in flight a thread
