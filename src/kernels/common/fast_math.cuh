@@ -1,6 +1,7 @@
 // The hardware's approximate exp2 and reciprocal (MUFU, relative error ~2^-22, flushing denormals),
-// NaN-propagating max and min, and exp from exp2: libdevice's accurate expf is several times the instructions, which made the
-// reductions that take an exp per element arithmetic-bound. exp(-inf) = 0, exp(NaN) = NaN.
+// NaN-propagating max and min, and exp from exp2: libdevice's accurate expf is several times the
+// instructions, which made the reductions that take an exp per element arithmetic-bound.
+// exp(-inf) = 0, exp(NaN) = NaN.
 #pragma once
 
 namespace tileops {

@@ -157,7 +157,7 @@ template <int OP> struct LogicLike {  // all, any, count_nonzero (NaN is nonzero
   static __device__ __forceinline__ State init() { return {OP == kReduceAll ? 1 : 0}; }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {
-    int nonzero = 0;  // counted in 32 bits, joined to the 64-bit state once
+    int nonzero = 0;  // counted in 32 bits, joined to the state once
 #pragma unroll
     for (int j = 0; j < K; ++j) nonzero += v[j] != 0.f;
     if constexpr (OP == kReduceAll) return {s.c & (nonzero == K)};
@@ -197,8 +197,9 @@ template <int OP> struct MomentLike {
   }
   // An empty side is returned as the other (d * d * 0 would be NaN once d * d overflows). The mean
   // is a(1 - fb) + b fb, which stays finite for finite means (a + (b - a) fb overflows when b - a
-  // does) and, like torch's Welford, is NaN once an infinite mean meets another state. m2 may
-  // overflow to inf: the variance of such values is past the float range.
+  // does); with an infinite mean it follows torch's Welford, order included: NaN when a's mean is
+  // infinite, inf when only b's is. m2 may overflow to inf: the variance of such values is past
+  // the float range (inf is that variance rounded to float32).
   static __device__ __forceinline__ State merge(State a, State b) {
     if (a.n == 0.f) return b;
     if (b.n == 0.f) return a;
@@ -302,6 +303,23 @@ template <typename T, int VEC> __device__ __forceinline__ Vec<unsigned, VEC / 4>
   return u.words;
 }
 
+// A column lane's rows n, n + TY, ... (< n1) from base (x at the lane's first column of row 0;
+// null: the lane is past the last column), each loaded as an L (the lane's VEC elements, or the
+// same bytes as 32-bit words): four loads in flight given to four(v, n) together, the rest one at
+// a time to one(v, n).
+template <typename L, int TY, typename T, typename Four, typename One>
+__device__ __forceinline__ void walk_column_rows(const T* base, long long n, long long n1, long long I, Four four,
+                                                 One one) {
+  if (base == nullptr) return;
+  for (; n + 3 * TY < n1; n += 4 * TY) {
+    L v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const L*>(base + (n + u * TY) * I);
+    four(v, n);
+  }
+  for (; n < n1; n += TY) one(*reinterpret_cast<const L*>(base + n * I), n);
+}
+
 // A vector of a row folded into s (its elements at i0, i0 + 1, ...).
 template <int OP, typename C, typename T, int VEC, typename S>
 __device__ __forceinline__ S fold_vec(S s, const Vec<T, VEC>& v, long long i0) {
@@ -381,40 +399,26 @@ __global__ void __launch_bounds__(32 * TY) reduce_cols(const T* __restrict__ x, 
     S s[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) s[e] = R::init();
+    const T* base = col < I ? x + m * N * I + col : nullptr;  // null: the lane is past the last column
     if constexpr (reduce_detail::word_logic<T, C, OP>::value && VEC % 4 == 0) {
       // bool all/any: a lane joins whole words of its VEC columns, flags unpacked once at the end
+      using W = Vec<unsigned, VEC / 4>;
       unsigned acc[VEC / 4];
 #pragma unroll
       for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_init<OP>();
-      if (col < I) {
-        const T* base = x + m * N * I + col;
-        long long n = n0 + ty;
-        for (; n + 3 * TY < n1; n += 4 * TY) {  // four loads in flight a thread
-          Vec<T, VEC> v[4];
+      const auto one = [&](const W& w, long long) {
 #pragma unroll
-          for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + (n + u * TY) * I);
+        for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_join<OP>(acc[k], w.v[k]);
+      };
+      const auto four = [&](const W (&w)[4], long long n) {
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const auto w = reduce_detail::words_of(v[u]);
-#pragma unroll
-            for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_join<OP>(acc[k], w.v[k]);
-          }
-        }
-        for (; n < n1; n += TY) {
-          const auto w = reduce_detail::words_of(*reinterpret_cast<const Vec<T, VEC>*>(base + n * I));
-#pragma unroll
-          for (int k = 0; k < VEC / 4; ++k) acc[k] = reduce_detail::word_join<OP>(acc[k], w.v[k]);
-        }
-      }
+        for (int u = 0; u < 4; ++u) one(w[u], n);
+      };
+      reduce_detail::walk_column_rows<W, TY>(base, n0 + ty, n1, I, four, one);
 #pragma unroll
       for (int e = 0; e < VEC; ++e) s[e] = S{reduce_detail::word_flag<OP>(acc[e / 4], e % 4)};
-    } else if (col < I) {
-      const T* base = x + m * N * I + col;
-      long long n = n0 + ty;
-      for (; n + 3 * TY < n1; n += 4 * TY) {  // four loads in flight a thread
-        Vec<T, VEC> v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const Vec<T, VEC>*>(base + (n + u * TY) * I);
+    } else {
+      const auto four = [&](const Vec<T, VEC> (&v)[4], long long n) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {  // column e's four elements, rows n, n + TY, ...
           float f[4];
@@ -422,15 +426,16 @@ __global__ void __launch_bounds__(32 * TY) reduce_cols(const T* __restrict__ x, 
           for (int u = 0; u < 4; ++u) f[u] = reduce_detail::element<T, C>(v[u].v[e]);
           s[e] = R::fold(s[e], f, n, TY);
         }
-      }
-      for (; n < n1; n += TY) {
-        const auto f = reduce_detail::elements<C>(*reinterpret_cast<const Vec<T, VEC>*>(base + n * I));
+      };
+      const auto one = [&](const Vec<T, VEC>& v, long long n) {
+        const auto f = reduce_detail::elements<C>(v);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const float one[1] = {f.v[e]};
-          s[e] = R::fold(s[e], one, n, TY);
+          const float single[1] = {f.v[e]};
+          s[e] = R::fold(s[e], single, n, TY);
         }
-      }
+      };
+      reduce_detail::walk_column_rows<Vec<T, VEC>, TY>(base, n0 + ty, n1, I, four, one);
     }
 #pragma unroll
     for (int e = 0; e < VEC; ++e) part[ty][lane * VEC + e] = s[e];

@@ -186,8 +186,9 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const Reduce
     s.impl = ReduceImpl::kCols;
     s.vec = column_vec(q, T);
     s.warps = T.cols_warps;
-    // Narrower lanes (down to cols_min_vec columns) where that alone fills the GPU without a split:
-    // the split's second pass costs more than the narrower loads (bool any, 128x1024x512).
+    // Narrower lanes (down to cols_min_vec columns) where that alone reaches half the CTA target and
+    // the widest does not: a split's second pass costs more than the narrower loads (bool any,
+    // 128x1024x512).
     const int64_t want = static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / s.threads();
     const auto ctas = [&](int v) { return ceil_div(q.I / v, 32) * q.M; };
     if (ctas(s.vec) < want / 2)
