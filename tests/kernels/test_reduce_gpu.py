@@ -105,8 +105,9 @@ def test_log_sum_exp_of_nan_then_inf_is_nan_on_gpu():
 
 
 def test_moments_near_the_float_range_are_inf_not_nan_on_gpu():
-    # |x| in [1.5e38, 3e38], either sign: var (~1e76) and std are inf (float32 sums of squared
-    # deviations overflow), never NaN; the mean is finite. Rows, a split row, columns.
+    # |x| in [1.5e38, 3e38], either sign: var (~1e76, the float64 variance rounded) and std are inf
+    # (float32 sums of squared deviations overflow), never NaN; the mean is finite. Rows, a split
+    # row, columns. (torch's float32 kernels give inf or NaN here, by path: not the reference.)
     g = torch.Generator(device="cuda").manual_seed(7)
     ops = torch.ops.tileops
     for shape, dim in (((64, 4096), [1]), ((2, 300000), [1]), ((4096, 64), [0])):
@@ -120,14 +121,15 @@ def test_moments_near_the_float_range_are_inf_not_nan_on_gpu():
 
 
 def test_bool_all_any_whole_words_on_gpu():
-    # bool x read as whole words (rows: 16 bytes a vector; columns: 8 or 4 a lane): any of a mostly
+    # bool x read as whole words (rows: 16 bytes a vector; columns: 8 a lane split, or 4 a lane
+    # unsplit for 128x1024x512): any of a mostly
     # False x and all of a mostly True one, with the odd byte placed at every position of a word and
     # a vector, and bytes of 2 and 0x80 (true, as torch reads a bool), over rows, columns, a middle
     # dim and a split
     g = torch.Generator(device="cuda").manual_seed(11)
     ops = torch.ops.tileops
     for shape, dim in (((64, 4096), [1]), ((4096, 64), [0]), ((16384, 512), [0]), ((8, 1024, 512), [1]),
-                       ((2, 300000), [1])):
+                       ((128, 1024, 512), [1]), ((2, 300000), [1])):
         for odd, fill in ((1, 0), (2, 0), (0x80, 0), (0, 1), (0, 2)):
             raw = torch.full(shape, fill, dtype=torch.uint8, device="cuda")
             hits = torch.rand(shape, device="cuda", generator=g) < 4.0 / shape[dim[0]]
@@ -136,6 +138,23 @@ def test_bool_all_any_whole_words_on_gpu():
             truth = raw != 0
             assert torch.equal(ops.reduction_any_fwd(x, dim), truth.any(dim[0])), (shape, odd, fill)
             assert torch.equal(ops.reduction_all_fwd(x, dim), truth.all(dim[0])), (shape, odd, fill)
+
+
+def test_many_splits_keep_first_extremes_and_nans_on_gpu():
+    # Two rows of 2^22 float32 split across some 264 CTAs each: the second pass merges the partial
+    # states four loads at a time a lane. Row 0: equal maxima in three splits (the first wins);
+    # row 1: NaNs in three splits (the first NaN wins; logsumexp and var NaN).
+    n = 1 << 22
+    x = torch.randn(2, n, device="cuda")
+    tied, nans = [123457, 2000003, 3999999], [700001, 2500007, 4100000]
+    x[0, tied] = 100.0
+    x[1, nans] = float("nan")
+    ops = torch.ops.tileops
+    assert ops.reduction_argmax_fwd(x, 1).tolist() == [tied[0], nans[0]]
+    assert ops.reduction_argmin_fwd(-x, 1).tolist() == [tied[0], nans[0]]
+    torch.testing.assert_close(ops.reduction_log_sum_exp_fwd(x, [1]), torch.logsumexp(x, 1), equal_nan=True)
+    torch.testing.assert_close(ops.reduction_var_fwd(x, [1]), torch.var(x, 1), equal_nan=True, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(ops.reduction_sum_fwd(x, [1]), x.sum(1), equal_nan=True, rtol=1e-4, atol=1e-2)
 
 
 def test_misaligned_and_non_contiguous_x():
