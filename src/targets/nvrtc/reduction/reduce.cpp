@@ -144,6 +144,12 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// CTAs a split aims at for CTAs of `threads`, and the CTAs of an unsplit column plan of `vec`.
+int64_t target_ctas(const DeviceFacts& dev, const ReduceTable& T, int threads) {
+  return static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / threads;
+}
+int64_t column_ctas(const ReduceProblem& q, int vec) { return ceil_div(q.I / vec, 32) * q.M; }
+
 int column_vec(const ReduceProblem& q, const ReduceTable& T) {
   const int most = std::min(T.cols_max_vec, T.cols_state_bytes / reduce_state_bytes(q.op));
   int vec = std::max(1, std::min({16 / static_cast<int>(c10::elementSize(q.x_dtype)), q.max_vec, most}));
@@ -189,11 +195,10 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const Reduce
     // Narrower lanes (down to cols_min_vec columns) where that alone reaches half the CTA target and
     // the widest does not: a split's second pass costs more than the narrower loads (bool any,
     // 128x1024x512).
-    const int64_t want = static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / s.threads();
-    const auto ctas = [&](int v) { return ceil_div(q.I / v, 32) * q.M; };
-    if (ctas(s.vec) < want / 2)
+    const int64_t want = target_ctas(dev, T, s.threads());
+    if (column_ctas(q, s.vec) < want / 2)
       for (int v = s.vec / 2; v >= T.cols_min_vec; v /= 2)
-        if (q.I % v == 0 && ctas(v) >= want / 2) {
+        if (q.I % v == 0 && column_ctas(q, v) >= want / 2) {
           s.vec = v;
           break;
         }
@@ -206,13 +211,13 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const Reduce
 int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t) {
   const ReduceTable T = table_of(t);
   const ReduceSpec s = shape_of(q, dev, T);
-  const int64_t want = static_cast<int64_t>(dev.sm_count) * T.fill_ctas_per_sm * T.cta_threads / s.threads();
+  const int64_t want = target_ctas(dev, T, s.threads());
   int64_t ctas, most;
   if (s.impl == ReduceImpl::kRows) {
     ctas = ceil_div(q.M, s.rows);
     most = q.N / s.vec / (static_cast<int64_t>(s.tpr) * T.min_split_vecs);  // each split keeps its threads busy
   } else {
-    ctas = ceil_div(q.I / s.vec, 32) * q.M;
+    ctas = column_ctas(q, s.vec);
     most = q.N / (static_cast<int64_t>(s.warps) * T.cols_split_rows);
   }
   if (ctas >= want / 2 || most < 2) return 1;
