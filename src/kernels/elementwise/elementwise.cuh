@@ -97,6 +97,8 @@ __device__ __forceinline__ FmodSplit fmod_split(float a, float b) {
 }
 __device__ __forceinline__ float fmod(float a, float b) { return fmod_split(a, b).mod; }
 __device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
+// x / 6 (hardswish, hardsigmoid); for16::div6 below for 16-bit results.
+__device__ __forceinline__ float div6(float x) { return x / 6.f; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
 __device__ __forceinline__ float frac(float x) { return x - ::truncf(x); }
 // torch.round: halves to even.
@@ -229,8 +231,18 @@ __device__ __forceinline__ float remainder(float a, float b) {
   }
   return ew::remainder(a, b);
 }
+// x / 6 without the division's slow-path branch, one per element: x * RN(1/6) corrected by one fma
+// is the correctly rounded quotient wherever |x| exceeds 2^-125, and rounded to float16 it always
+// is; rounded to bfloat16 it misses on 42 float32 values of |x| < 2^-125 (exact ties of float32's
+// subnormal grid), which hardswish and hardsigmoid of a 16-bit input never divide (there x * 3 / 6 is
+// x / 2 exactly). Zeros keep their sign; an infinity is the product.
+__device__ __forceinline__ float div6(float x) {
+  const float q = x * (1.f / 6.f);
+  const float y = ::copysignf(::fmaf(::fmaf(-q, 6.f, x), 1.f / 6.f, q), x);
+  return ::fabsf(x) <= 3.40282347e38f ? y : q;
+}
 }  // namespace for16
-#define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus;
+#define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus; using for16::div6;
 // value() of a kernel whose tensor operands are all float16 or bfloat16 opens these (the manifest's
 // expressions apply them to the operands themselves).
 #define TILEOPS_EW_16BIT_OPERANDS using for16::floor_divide; using for16::remainder;
