@@ -207,3 +207,19 @@ def test_prelu_layouts(dtype):
     for x, w in cases:
         x, w = x.cuda(), w.cuda()
         close(torch.ops.tileops.elementwise_prelu_fwd(x, w), F.prelu(x, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_maximum_minimum_bit_for_bit_cuda(dtype):
+    """Zeros of both signs in both orders, a NaN on either side, infinities: torch's results bit for bit
+    (assert_close takes -0.0 for 0.0), through the contiguous and the broadcast paths."""
+    v = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 2.5, -2.5])
+    a = v.repeat_interleave(v.numel()).to(dtype).cuda()
+    b = v.repeat(v.numel()).to(dtype).cuda()
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    for ours, ref in ((torch.ops.tileops.elementwise_maximum_fwd, torch.maximum),
+                      (torch.ops.tileops.elementwise_minimum_fwd, torch.minimum)):
+        for x, y in ((a, b), (a.view(v.numel(), v.numel()), v.to(dtype).cuda())):
+            got, want = ours(x, y), ref(x, y)
+            same = (got.view(bits) == want.view(bits)) | (got.isnan() & want.isnan())
+            assert same.all(), (ref.__name__, got[~same][:5].tolist(), want[~same][:5].tolist())

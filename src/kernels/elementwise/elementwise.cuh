@@ -118,8 +118,16 @@ template <class T> __device__ __forceinline__ T sign(T x) { return static_cast<T
 // order the zeros (max(-0.0, 0.0) is 0.0, min is -0.0).
 template <class T> __device__ __forceinline__ T maximum(T a, T b) { return a > b ? a : b; }
 template <class T> __device__ __forceinline__ T minimum(T a, T b) { return a < b ? a : b; }
-__device__ __forceinline__ float maximum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fmaxf(a, b)); }
-__device__ __forceinline__ float minimum(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : ::fminf(a, b)); }
+// Written as selects over values computed up front (a NaN operand gives a + b, a NaN): the nested
+// ternary compiled to a branch around each element.
+__device__ __forceinline__ float maximum(float a, float b) {
+  const float m = ::fmaxf(a, b), s = a + b;
+  return (isnan(a) || isnan(b)) ? s : m;
+}
+__device__ __forceinline__ float minimum(float a, float b) {
+  const float m = ::fminf(a, b), s = a + b;
+  return (isnan(a) || isnan(b)) ? s : m;
+}
 // torch.clamp / clamp_min / clamp_max with Scalar bounds: a NaN bound gives NaN everywhere (torch
 // fills the result with it), a NaN input stays NaN, lo > hi gives hi; floats through fmaxf/fminf as
 // torch's CUDA kernel, which order the zeros (clamp(-0.0, 0.0, 1.0) is 0.0).
