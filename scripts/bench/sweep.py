@@ -11,6 +11,8 @@ setting; --list-tune prints the keys, their ranges and what they set):
       op's 3*M*N elements.
   --ew: the elementwise engine's contiguous loop (Abs, Exp, Selu 8192x8192 bf16, Add 8192x8192 and
       4x8192 with a fixed second operand: ew_unroll, ew_threads).
+  --spatial: group / instance norm rows and batch norm eval (TileOPs' CV shapes, input stats with the
+      affine and running stats without: gn_vecs_per_thread, gn_running_vecs_per_thread, gn_cta_threads).
   --reduce: the dim reductions over columns, a middle dim and all dims (sum, argmax, var, amax,
       logsumexp, any on 8192x4096 / 64x1024x512 bf16: reduce_cols_warps, reduce_ctas_per_sm,
       reduce_split_vecs, reduce_cols_split_rows, reduce_cols_vec).
@@ -105,6 +107,43 @@ def reduce_rows(ops) -> list[str]:
     return out
 
 
+def spatial_rows(ops) -> list[str]:
+    """GroupNormFwdOp / InstanceNormFwdOp / BatchNormFwdOp (eval) on rotating inputs, beside a copy of x."""
+    out = []
+    cases = [("in-affine", (8, 128, 32, 32), torch.float16), ("in-affine", (8, 128, 32, 32), torch.bfloat16),
+             ("in-affine", (4, 256, 28, 28), torch.float16), ("in-affine", (4, 64, 30, 30), torch.float16),
+             ("in-running", (8, 128, 32, 32), torch.float16), ("in-running", (8, 128, 32, 32), torch.bfloat16),
+             ("in-running", (4, 256, 28, 28), torch.float16), ("in-running", (4, 64, 30, 30), torch.float16),
+             ("bn-eval", (4, 128, 32, 32), torch.float16), ("gn32-affine", (8, 128, 32, 32), torch.float16),
+             ("gn32-affine", (4, 256, 28, 28), torch.float16), ("gn16-affine", (4, 128, 30, 30), torch.float16)]
+    for name, shape, dtype in cases:
+        c = shape[1]
+        numel = 1
+        for d in shape:
+            numel *= d
+        n_sets = harness.n_sets_for(2 * numel * dtype.itemsize)
+        xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        ys = [torch.empty_like(x) for x in xs]
+        w, b = torch.randn(c, device="cuda", dtype=dtype), torch.randn(c, device="cuda", dtype=dtype)
+        rm, rv = torch.randn(c, device="cuda"), torch.rand(c, device="cuda") + 0.5
+        if name == "in-affine":
+            call = lambda x: ops.norm_instance_norm_fwd(x, None, None, w, b, True)  # noqa: E731
+        elif name == "in-running":
+            call = lambda x: ops.norm_instance_norm_fwd(x, rm, rv, None, None, False)  # noqa: E731
+        elif name == "bn-eval":
+            bn = ops.norm_batch_norm_fwd_writes_running_mean_writes_running_var
+            call = lambda x, bn=bn: bn(x, rm, rv, w, b, False)  # noqa: E731
+        else:
+            groups = 32 if name.startswith("gn32") else 16
+            call = lambda x, g=groups: ops.norm_group_norm_fwd(x, w, b, g)  # noqa: E731
+        ours = harness.graph_time_us(lambda i: (lambda: call(xs[i])), n_sets)
+        copy = harness.graph_time_us(lambda i: (lambda: ys[i].copy_(xs[i])), n_sets)
+        out.append(f"{name} {'x'.join(map(str, shape))} {str(dtype)[6:]} ours {ours:5.2f} µs copy {copy:5.2f} µs "
+                   f"copy/ours {copy / ours:4.2f}")
+        del xs, ys
+    return out
+
+
 def main() -> None:
     lib = tileops.load()
     if "--list-tune" in sys.argv:
@@ -124,6 +163,9 @@ def main() -> None:
         return
     if "--reduce" in sys.argv:
         print(f"[{knobs}]\n  " + "\n  ".join(reduce_rows(ops)))
+        return
+    if "--spatial" in sys.argv:
+        print(f"[{knobs}]\n  " + "\n  ".join(spatial_rows(ops)))
         return
     if "--ew" in sys.argv:
         print(f"[{knobs}] " + " | ".join(ew_rows(ops)))

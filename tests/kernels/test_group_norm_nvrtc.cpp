@@ -138,6 +138,20 @@ TEST(GroupNormPlan, RunningStatsNeedNoReductionAndNoRegisters) {
   EXPECT_EQ(s.impl, GroupNormImpl::kRows);
   EXPECT_EQ(s.cache, 0);
   EXPECT_EQ(s.sources().size(), 1u);
+  // One vector a thread (128 a row), where the input's stats take four (32 threads, 8 rows a CTA).
+  EXPECT_EQ(s.tpr, 128);
+  EXPECT_EQ(s.rows, 1);
+  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {8, 128, 32, 32}, 128), h200()).tpr, 32);
+  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {4, 64, 30, 30}, 64, false, false, true), h200()).tpr, 256);
+  // The tuning keys move both (sweep.py --spatial).
+  Tuning t;
+  t.gn_running_vecs_per_thread = 4;
+  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {8, 128, 32, 32}, 128, true, true, true), h200(), t).tpr, 32);
+  t.gn_vecs_per_thread = 2;
+  t.gn_cta_threads = 32;
+  const auto in = plan_group_norm(problem(c10::kHalf, {8, 128, 32, 32}, 128), h200(), t);
+  EXPECT_EQ(in.tpr, 64);
+  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {16, 64, 8, 8}, 64), h200(), t).rows, 8);  // 4 threads a row
   s = plan_group_norm(problem(c10::kHalf, {1, 3, 1024, 1024}, 3, false, false, true), h200());
   EXPECT_EQ(s.impl, GroupNormImpl::kSplit);
   const auto sources = s.sources();

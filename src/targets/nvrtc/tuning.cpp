@@ -39,6 +39,10 @@ const std::vector<TuningKey>& tuning_keys() {
       {"reduce_cols_split_rows", &Tuning::reduce_cols_split_rows, 1, 1 << 20,
        "dim reductions over columns: rows a warp a split"},
       {"reduce_cols_vec", &Tuning::reduce_cols_vec, 1, 16, "dim reductions over columns: most elements a lane loads"},
+      {"gn_vecs_per_thread", &Tuning::gn_vecs_per_thread, 1, 8, "group/instance norm rows: vectors a thread"},
+      {"gn_running_vecs_per_thread", &Tuning::gn_running_vecs_per_thread, 1, 8,
+       "group/instance/batch norm rows with running stats: vectors a thread"},
+      {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA"},
   };
   return keys;
 }

@@ -34,6 +34,9 @@ struct Tuning {
   int reduce_split_vecs = 0;         // dim reductions over rows: vectors a thread at least, a split
   int reduce_cols_split_rows = 0;    // dim reductions over columns: rows a warp at least, a split
   int reduce_cols_vec = 0;           // dim reductions over columns: most elements a lane loads at once
+  int gn_vecs_per_thread = 0;        // group/instance norm rows (input stats): vectors a thread
+  int gn_running_vecs_per_thread = 0;  // the same with running stats (no reduction)
+  int gn_cta_threads = 0;            // group/instance norm rows of a warp or less: threads a CTA
 
   bool operator==(const Tuning& o) const;
 };

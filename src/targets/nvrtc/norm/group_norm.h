@@ -61,6 +61,7 @@ struct GroupNormSpec {
 // (scripts/bench/bench_norm.py).
 struct GroupNormTable {
   int vecs_per_thread = 4;    // a row's threads: about this many vectors each, up to 256 threads
+  int running_vecs_per_thread = 1;  // the same with running stats: no reduction, so more threads
   int cache_vecs = 8;         // then up to this many each, in registers, up to max_tpr threads
   int max_tpr = 1024;
   int cta_threads = 256;      // a CTA of short rows (several a CTA) or of a split row's chunk
