@@ -19,6 +19,7 @@
 // A fixed window whose taps all lie inside the input (most outputs) runs without a check a tap.
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/fast_math.cuh"
 #include "common/int_divider.cuh"
 
 namespace tileops {
@@ -61,17 +62,6 @@ struct PoolWindow {
 struct PoolWindowOfCall {
   static constexpr bool kFixed = false;
 };
-
-// max with NaN winning (one instruction from sm_80 on); +0 and -0 compare equal, either may come out.
-__device__ __forceinline__ float pool_max_nan(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
-  return r;
-#else
-  return (b > a || b != b || a != a) ? (a != a ? a : b) : a;
-#endif
-}
 
 // Outputs a thread: 2 for a max pool with a fixed window (neighbours along the last dim), else 1.
 template <int MODE, class W>
@@ -299,7 +289,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
     } else if constexpr (P == 2) {
       const bool two = s.last + 1 < g.out[2];
       float best[2] = {-__int_as_float(0x7f800000), -__int_as_float(0x7f800000)};
-      auto take = [&](int k, const T v) { best[k] = pool_max_nan(best[k], to_float(v)); };
+      auto take = [&](int k, const T v) { best[k] = fmax_nan(best[k], to_float(v)); };
       if (two && pool_window_inside<W, F>(s.start, g.in) &&
           s.start[2] + W::stride(2) + (W::kernel(2) - 1) * W::dil(2) < in2)
         pool_fixed_pair_taps<W, F, false>(base, s.start, g.in, true, take);
@@ -309,7 +299,7 @@ __global__ void pool_fwd(const T* __restrict__ x, T* __restrict__ y, long long u
       if (two) y[s.first + 1] = from_float<T>(best[1]);
     } else {
       float best = -__int_as_float(0x7f800000);
-      auto take = [&](I, const T v) { best = pool_max_nan(best, to_float(v)); };
+      auto take = [&](I, const T v) { best = fmax_nan(best, to_float(v)); };
       if constexpr (W::kFixed) {
         if (pool_window_inside<W, F>(s.start, g.in)) pool_fixed_taps<W, F, false>(base, s.start, g.in, take);
         else pool_fixed_taps<W, F, true>(base, s.start, g.in, take);
@@ -384,7 +374,7 @@ __global__ void pool_fwd_wide(const T* __restrict__ x, T* __restrict__ y, long l
         for (int k = 0; k < P; ++k)
 #pragma unroll
           for (int t = 0; t < K; ++t)
-            acc[k] = MODE == kPoolAvg ? acc[k] + span[k * S + t] : pool_max_nan(acc[k], span[k * S + t]);
+            acc[k] = MODE == kPoolAvg ? acc[k] + span[k * S + t] : fmax_nan(acc[k], span[k * S + t]);
       }
     }
     Vec<T, P> out;
@@ -475,13 +465,13 @@ __global__ void pool_fwd_warp(const T* __restrict__ x, T* __restrict__ y, long l
 #pragma unroll 8  // loads in flight together
         for (I t = lane; t < taps; t += G) {
           const float v = to_float(row[t * rst]);
-          acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
+          acc = MODE == kPoolAvg ? acc + v : fmax_nan(acc, v);
         }
       }
 #pragma unroll
     for (int offset = G / 2; offset > 0; offset /= 2) {
       const float v = __shfl_xor_sync(0xffffffffu, acc, offset);
-      acc = MODE == kPoolAvg ? acc + v : pool_max_nan(acc, v);
+      acc = MODE == kPoolAvg ? acc + v : fmax_nan(acc, v);
     }
     if (lane != 0 || !live) continue;
     if constexpr (MODE == kPoolAvg) {

@@ -29,9 +29,6 @@ namespace reduce_detail {
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 __device__ __forceinline__ float pos_inf() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ bool is_nan(float v) { return v != v; }
-// max / min keeping a NaN (torch.amax/amin propagate it; fmaxf would drop it).
-__device__ __forceinline__ float max_nan(float a, float b) { return (is_nan(a) || a > b) ? a : b; }
-__device__ __forceinline__ float min_nan(float a, float b) { return (is_nan(a) || a < b) ? a : b; }
 
 // The NaN-propagating max (MAX) or min of K values, pairwise (log2 K deep, not a chain of K).
 template <bool MAX, int K>
@@ -95,7 +92,7 @@ template <int OP> struct ExtremeLike {  // amax, amin, inf-norm: a NaN wins
   struct State { float v; };
   static __device__ __forceinline__ State init() { return {OP == kReduceAmin ? pos_inf() : neg_inf()}; }
   static __device__ __forceinline__ State merge(State a, State b) {
-    return {OP == kReduceAmin ? min_nan(a.v, b.v) : max_nan(a.v, b.v)};
+    return {OP == kReduceAmin ? fmin_nan(a.v, b.v) : fmax_nan(a.v, b.v)};
   }
   template <int K>
   static __device__ __forceinline__ State fold(State s, const float (&v)[K], long long, long long) {

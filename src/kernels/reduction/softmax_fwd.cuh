@@ -23,7 +23,8 @@ namespace softmax_detail {
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
-// max that propagates NaN (fmaxf drops it): a row holding a NaN is NaN everywhere, as in torch.
+// max that propagates NaN (fmaxf drops it): a row holding a NaN is NaN everywhere, as in torch. A
+// select, not fast_math.cuh's max.NaN, which made these row kernels slower (docs/PERF.md, Softmax).
 __device__ __forceinline__ float max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
 // Max across the TPR threads of a row (same layout rules as group_sum in common/reduce.cuh).
