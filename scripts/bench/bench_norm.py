@@ -419,10 +419,13 @@ def host_costs() -> dict:
     tileops_add = torch.ops.tileops.elementwise_add_fwd.default
     y = torch.empty_like(a)
     aten_add = torch.ops.aten.add.Tensor
+    aten_rms = torch.ops.aten.rms_norm.default
     return harness.host_us_per_call({
         "torch.add": lambda: torch.add(a, b),
         # The same ATen op through torch.ops, the Python path every tileops op takes.
         "torch.ops.aten.add.Tensor": lambda: aten_add(a, b),
+        # ATen's own RMSNorm through that path: the arguments' types of ours (Tensor?, SymInt[]).
+        "torch.ops.aten.rms_norm.default": lambda: aten_rms(a, [64], w),
         "tileops op (torch.ops...default)": lambda: raw(a, w, [64]),
         "tileops op, out= given": lambda: raw_out(a, w, y, [64]),
         "tileops add (torch.ops...default)": lambda: tileops_add(a, b),
