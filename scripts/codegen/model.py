@@ -706,7 +706,7 @@ ELEMENTWISE_FUNCTIONS = {
     "floor", "ceil", "round", "trunc", "frac", "sign", "signbit", "reciprocal", "sigmoid", "isnan", "isinf",
     "isfinite", "pow", "fmod", "remainder", "floor_divide", "true_divide", "maximum", "minimum", "atan2",
     "copysign", "hypot", "clamp", "softplus", "gelu", "gelu_tanh", "lerp", "logical_not", "bitwise_not",
-    "nan_to_num", "round_decimals", "truth", "clamp_min", "clamp_max", "quotient", "div6",
+    "nan_to_num", "round_decimals", "truth", "clamp_min", "clamp_max", "quotient",
     "rounded"}  # rounded(x): x rounded to the output's dtype and back (generated per kernel)
 ELEMENTWISE_WORDS = {"true", "false", "C"}  # C: the compute type, e.g. C(1)
 ELEMENTWISE_PARAM_TYPES = ("Scalar", "float", "int", "bool")

@@ -211,9 +211,11 @@ def test_prelu_layouts(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_maximum_minimum_bit_for_bit_cuda(dtype):
-    """Zeros of both signs in both orders, a NaN on either side, infinities: torch's results bit for bit
-    (assert_close takes -0.0 for 0.0), through the contiguous and the broadcast paths."""
+    """Zeros of both signs in both orders, NaNs of both signs on either side, infinities: torch's
+    results bit for bit (assert_close takes -0.0 for 0.0), through the contiguous and the broadcast
+    paths. float32 keeps the winning NaN's sign as torch does; a 16-bit NaN is compared as a NaN."""
     v = torch.tensor([0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 2.5, -2.5])
+    v = torch.cat([v, -v[6:7]])  # -NaN
     a = v.repeat_interleave(v.numel()).to(dtype).cuda()
     b = v.repeat(v.numel()).to(dtype).cuda()
     bits = torch.int32 if dtype == torch.float32 else torch.int16
@@ -221,5 +223,27 @@ def test_maximum_minimum_bit_for_bit_cuda(dtype):
                       (torch.ops.tileops.elementwise_minimum_fwd, torch.minimum)):
         for x, y in ((a, b), (a.view(v.numel(), v.numel()), v.to(dtype).cuda())):
             got, want = ours(x, y), ref(x, y)
-            same = (got.view(bits) == want.view(bits)) | (got.isnan() & want.isnan())
+            same = got.view(bits) == want.view(bits)
+            if dtype != torch.float32:
+                same |= got.isnan() & want.isnan()
             assert same.all(), (ref.__name__, got[~same][:5].tolist(), want[~same][:5].tolist())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_hardswish_hardsigmoid_bit_for_bit_cuda(dtype):
+    """Every 16-bit value, or a spread of float32 patterns with the specials: torch's CUDA results bit
+    for bit (its kernels multiply by RN(1/6) where the formula divides by 6; NaNs compared as NaNs)."""
+    if dtype == torch.float32:
+        x = torch.arange(-2 ** 31, 2 ** 31 - 1, 4099, dtype=torch.int64).to(torch.int32).view(torch.float32)
+        x = torch.cat([x, torch.tensor([0.0, -0.0, float("inf"), -float("inf"), -3.0, 3.0, 1e-40])])
+        bits = torch.int32
+    else:
+        x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(dtype)
+        bits = torch.int16
+    x = x.cuda()
+    F = torch.nn.functional
+    for ours, ref in ((torch.ops.tileops.elementwise_hardswish_fwd, F.hardswish),
+                      (torch.ops.tileops.elementwise_hardsigmoid_fwd, F.hardsigmoid)):
+        got, want = ours(x), ref(x)
+        same = (got.view(bits) == want.view(bits)) | (got.isnan() & want.isnan())
+        assert same.all(), (ref.__name__, x[~same][:5].tolist(), got[~same][:5].tolist(), want[~same][:5].tolist())

@@ -97,8 +97,6 @@ __device__ __forceinline__ FmodSplit fmod_split(float a, float b) {
 }
 __device__ __forceinline__ float fmod(float a, float b) { return fmod_split(a, b).mod; }
 __device__ __forceinline__ float reciprocal(float x) { return 1.f / x; }
-// x / 6 (hardswish, hardsigmoid); for16::div6 below for 16-bit results.
-__device__ __forceinline__ float div6(float x) { return x / 6.f; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + ::expf(-x)); }
 __device__ __forceinline__ float frac(float x) { return x - ::truncf(x); }
 // torch.round: halves to even.
@@ -118,15 +116,15 @@ template <class T> __device__ __forceinline__ T sign(T x) { return static_cast<T
 // order the zeros (max(-0.0, 0.0) is 0.0, min is -0.0).
 template <class T> __device__ __forceinline__ T maximum(T a, T b) { return a > b ? a : b; }
 template <class T> __device__ __forceinline__ T minimum(T a, T b) { return a < b ? a : b; }
-// Written as selects over values computed up front (a NaN operand gives a + b, a NaN): the nested
-// ternary compiled to a branch around each element.
+// Written as selects over values computed up front: the nested ternary compiled to a branch
+// around each element. The NaN that wins is the operand itself (a's first), as in torch.
 __device__ __forceinline__ float maximum(float a, float b) {
-  const float m = ::fmaxf(a, b), s = a + b;
-  return (isnan(a) || isnan(b)) ? s : m;
+  const float m = ::fmaxf(a, b), n = isnan(a) ? a : b;
+  return (isnan(a) || isnan(b)) ? n : m;
 }
 __device__ __forceinline__ float minimum(float a, float b) {
-  const float m = ::fminf(a, b), s = a + b;
-  return (isnan(a) || isnan(b)) ? s : m;
+  const float m = ::fminf(a, b), n = isnan(a) ? a : b;
+  return (isnan(a) || isnan(b)) ? n : m;
 }
 // torch.clamp / clamp_min / clamp_max with Scalar bounds: a NaN bound gives NaN everywhere (torch
 // fills the result with it), a NaN input stays NaN, lo > hi gives hi; floats through fmaxf/fminf as
@@ -239,18 +237,8 @@ __device__ __forceinline__ float remainder(float a, float b) {
   }
   return ew::remainder(a, b);
 }
-// x / 6 without the division's slow-path branch, one per element: x * RN(1/6) corrected by one fma
-// is the correctly rounded quotient wherever |x| exceeds 2^-125, and rounded to float16 it always
-// is; rounded to bfloat16 it misses on 42 float32 values of |x| < 2^-125 (exact ties of float32's
-// subnormal grid), which hardswish and hardsigmoid of a 16-bit input never divide (there x * 3 / 6 is
-// x / 2 exactly). Zeros keep their sign; an infinity is the product.
-__device__ __forceinline__ float div6(float x) {
-  const float q = x * (1.f / 6.f);
-  const float y = ::copysignf(::fmaf(::fmaf(-q, 6.f, x), 1.f / 6.f, q), x);
-  return ::fabsf(x) <= 3.40282347e38f ? y : q;
-}
 }  // namespace for16
-#define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus; using for16::div6;
+#define TILEOPS_EW_16BIT_RESULTS using for16::expm1; using for16::softplus;
 // value() of a kernel whose tensor operands are all float16 or bfloat16 opens these (the manifest's
 // expressions apply them to the operands themselves).
 #define TILEOPS_EW_16BIT_OPERANDS using for16::floor_divide; using for16::remainder;
