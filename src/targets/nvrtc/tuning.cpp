@@ -42,7 +42,7 @@ const std::vector<TuningKey>& tuning_keys() {
       {"gn_vecs_per_thread", &Tuning::gn_vecs_per_thread, 1, 8, "group/instance norm rows: vectors a thread"},
       {"gn_running_vecs_per_thread", &Tuning::gn_running_vecs_per_thread, 1, 8,
        "group/instance/batch norm rows with running stats: vectors a thread"},
-      {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA"},
+      {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA (down to a power of two)"},
   };
   return keys;
 }
