@@ -21,6 +21,7 @@ setting; --list-tune prints the keys, their ranges and what they set):
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 
@@ -118,10 +119,7 @@ def spatial_rows(ops) -> list[str]:
              ("gn32-affine", (4, 256, 28, 28), torch.float16), ("gn16-affine", (4, 128, 30, 30), torch.float16)]
     for name, shape, dtype in cases:
         c = shape[1]
-        numel = 1
-        for d in shape:
-            numel *= d
-        n_sets = harness.n_sets_for(2 * numel * dtype.itemsize)
+        n_sets = harness.n_sets_for(2 * math.prod(shape) * dtype.itemsize)
         xs = [torch.randn(shape, device="cuda", dtype=dtype) for _ in range(n_sets)]
         ys = [torch.empty_like(x) for x in xs]
         w, b = torch.randn(c, device="cuda", dtype=dtype), torch.randn(c, device="cuda", dtype=dtype)

@@ -56,9 +56,10 @@ struct GroupNormSpec {
   std::string describe() const;
 };
 
-// The thresholds of the group norm plans: first values from the bandwidth arithmetic (enough bytes in
-// flight an SM, as the row norms' and the reductions'), to be replaced by measurements
-// (scripts/bench/bench_norm.py).
+// The thresholds of the group norm plans. running_vecs_per_thread is measured (docs/PERF.md, Known
+// misses, "with running stats"; `sweep.py --spatial`); vecs_per_thread and cta_threads were swept
+// there with nothing faster; the rest are from the bandwidth arithmetic (enough bytes in flight an
+// SM, as the row norms' and the reductions').
 struct GroupNormTable {
   int vecs_per_thread = 4;    // a row's threads: about this many vectors each, up to 256 threads
   int running_vecs_per_thread = 1;  // the same with running stats: no reduction, so more threads
