@@ -28,7 +28,7 @@ const std::vector<TuningKey>& tuning_keys() {
       {"norm_bwd_cta_threads", &Tuning::norm_bwd_cta_threads, 32, 1024, "norm backward: threads a CTA of short rows"},
       {"norm_bwd_blocks_per_sm", &Tuning::norm_bwd_blocks_per_sm, 1, 32, "norm backward: CTAs an SM"},
       {"act_ctas_per_sm", &Tuning::act_ctas_per_sm, 1, 1 << 16, "activations: grid cap, CTAs an SM"},
-      {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread"},
+      {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread (a power of two)"},
       {"ew_threads", &Tuning::ew_threads, 32, 256, "elementwise contiguous loop: most threads a CTA"},
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -447,13 +448,7 @@ struct EwFamily {
   int index;
 
   Problem problem(const OpCall& call) const { return ew_problem(index, call); }
-  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const {
-    Spec s = q;
-    s.arch = dev.arch;
-    if (s.rank == 0 && t.ew_unroll) s.unroll = t.ew_unroll;
-    if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
-    return s;
-  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_elementwise(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     return std::make_shared<EwKernel>(std::move(k[0]), s, dev.sm_count);
   }
@@ -528,6 +523,15 @@ bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem&
 }
 
 }  // namespace
+
+EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  EwSpec s = q;
+  s.arch = dev.arch;
+  // A power of two: the grid's CTA steps of threads x unroll then stay within an int index's range.
+  if (s.rank == 0 && t.ew_unroll) s.unroll = static_cast<int>(std::bit_floor(static_cast<unsigned>(t.ew_unroll)));
+  if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
+  return s;
+}
 
 EwProblem ew_problem(int index, const OpCall& call) {
   const EwOp& e = kOps[index];
