@@ -361,14 +361,12 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 4, int>"), std::string::npos)
       << srcs[0].name_expression;
   EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF"));
-  // TILEOPS_TUNE=ew_unroll=.. reaches the spec rounded down to a power of two: at 6 (a chunk of 768
-  // steps) the last int CTA step of 2^30 - 1 one-element steps would pass 2^31 and wrap
+  // TILEOPS_TUNE=ew_unroll=.. reaches the spec, a power of two only: at 6 (a chunk of 768 steps) the
+  // last int CTA step of 2^30 - 1 one-element steps would pass 2^31 and wrap
   const auto h200 = tileops::nvrtc::named_device_facts("h200");
-  tileops::nvrtc::Tuning tune;
   EXPECT_EQ(tileops::nvrtc::plan_elementwise(base, h200).unroll, base.unroll);
-  tune.ew_unroll = 6;
-  EXPECT_EQ(tileops::nvrtc::plan_elementwise(base, h200, tune).unroll, 4);
-  tune.ew_unroll = 8;
+  EXPECT_THROW(tileops::nvrtc::parse_tuning("ew_unroll=6"), c10::Error);
+  const tileops::nvrtc::Tuning tune = tileops::nvrtc::parse_tuning("ew_unroll=8");
   EXPECT_EQ(tileops::nvrtc::plan_elementwise(base, h200, tune).unroll, 8);
   EXPECT_EQ(tileops::nvrtc::plan_elementwise(base, h200, tune).arch, h200.arch);
   // other threads and steps (TILEOPS_TUNE=ew_threads=256,ew_unroll=4): the CTA sizing follows them

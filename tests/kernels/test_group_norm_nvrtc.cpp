@@ -152,8 +152,9 @@ TEST(GroupNormPlan, RunningStatsNeedNoReductionAndNoRegisters) {
   const auto in = plan_group_norm(problem(c10::kHalf, {8, 128, 32, 32}, 128), h200(), t);
   EXPECT_EQ(in.tpr, 64);
   EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {16, 64, 8, 8}, 64), h200(), t).rows, 8);  // 4 threads a row
-  t.gn_cta_threads = 100;  // whole warps: 64 threads, 16 rows of 4
-  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {16, 64, 8, 8}, 64), h200(), t).rows, 16);
+  EXPECT_THROW(parse_tuning("gn_cta_threads=100"), c10::Error);  // whole warps: powers of two only
+  const Tuning warps2 = parse_tuning("gn_vecs_per_thread=2,gn_cta_threads=64");
+  EXPECT_EQ(plan_group_norm(problem(c10::kHalf, {16, 64, 8, 8}, 64), h200(), warps2).rows, 16);  // 4 threads a row
   s = plan_group_norm(problem(c10::kHalf, {1, 3, 1024, 1024}, 3, false, false, true), h200());
   EXPECT_EQ(s.impl, GroupNormImpl::kSplit);
   const auto sources = s.sources();

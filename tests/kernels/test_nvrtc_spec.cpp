@@ -151,7 +151,8 @@ TEST(Tuning, ParsesKnownKeysAndRejectsTheRest) {
   EXPECT_EQ(t.cluster_max, 16);
   EXPECT_EQ(t.softmax_vecs_per_thread, 0);
   for (const char* bad : {"no_such_key=1", "rms_vecs_per_thread", "rms_vecs_per_thread=0", "rms_vecs_per_thread=x",
-                          "cluster_max=17", "rms_vecs_per_thread=4x"}) {
+                          "cluster_max=17", "rms_vecs_per_thread=4x", "ew_unroll=3",
+                          "gn_cta_threads=96"}) {
     try {
       parse_tuning(bad);
       FAIL() << bad << " was accepted";

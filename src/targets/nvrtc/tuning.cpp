@@ -28,7 +28,7 @@ const std::vector<TuningKey>& tuning_keys() {
       {"norm_bwd_cta_threads", &Tuning::norm_bwd_cta_threads, 32, 1024, "norm backward: threads a CTA of short rows"},
       {"norm_bwd_blocks_per_sm", &Tuning::norm_bwd_blocks_per_sm, 1, 32, "norm backward: CTAs an SM"},
       {"act_ctas_per_sm", &Tuning::act_ctas_per_sm, 1, 1 << 16, "activations: grid cap, CTAs an SM"},
-      {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread (a power of two)"},
+      {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread", true},
       {"ew_threads", &Tuning::ew_threads, 32, 256, "elementwise contiguous loop: most threads a CTA"},
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},
@@ -42,7 +42,7 @@ const std::vector<TuningKey>& tuning_keys() {
       {"gn_vecs_per_thread", &Tuning::gn_vecs_per_thread, 1, 8, "group/instance norm rows: vectors a thread"},
       {"gn_running_vecs_per_thread", &Tuning::gn_running_vecs_per_thread, 1, 8,
        "group/instance/batch norm rows with running stats: vectors a thread"},
-      {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA (down to a power of two)"},
+      {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA", true},
   };
   return keys;
 }
@@ -50,7 +50,8 @@ const std::vector<TuningKey>& tuning_keys() {
 std::string describe_tuning_keys() {
   std::string s;
   for (const auto& k : tuning_keys())
-    s += std::string(k.name) + "  " + std::to_string(k.lo) + ".." + std::to_string(k.hi) + "  " + k.what + "\n";
+    s += std::string(k.name) + "  " + std::to_string(k.lo) + ".." + std::to_string(k.hi) +
+         (k.pow2 ? " (powers of two)" : "") + "  " + k.what + "\n";
   return s;
 }
 
@@ -73,6 +74,7 @@ Tuning parse_tuning(std::string_view text) {
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     TORCH_CHECK(ec == std::errc() && end == value.data() + value.size() && v >= key->lo && v <= key->hi,
                 "TILEOPS_TUNE: ", name, "=", value, " is not an integer in ", key->lo, "..", key->hi);
+    TORCH_CHECK(!key->pow2 || (v & (v - 1)) == 0, "TILEOPS_TUNE: ", name, "=", value, " is not a power of two");
     t.*(key->field) = v;
   }
   return t;

@@ -46,13 +46,14 @@ struct TuningKey {
   int Tuning::*field;
   int lo, hi;        // accepted values
   const char* what;
+  bool pow2 = false;  // only powers of two (threads or steps whose products must stay whole warps or chunks)
 };
 const std::vector<TuningKey>& tuning_keys();
 // "key  lo..hi  what" lines, one a key (scripts/bench/sweep.py --list-tune prints them).
 std::string describe_tuning_keys();
 
 // Parses "key=value,..." (empty: no overrides). Throws c10::Error naming the variable and the key for
-// an unknown key, a malformed entry or a value out of range.
+// an unknown key, a malformed entry, a value out of range or, for a pow2 key, not a power of two.
 Tuning parse_tuning(std::string_view text);
 // TILEOPS_TUNE of this process, parsed on first use.
 const Tuning& tuning();

@@ -7,7 +7,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -527,8 +526,7 @@ bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem&
 EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t) {
   EwSpec s = q;
   s.arch = dev.arch;
-  // A power of two: the grid's CTA steps of threads x unroll then stay within an int index's range.
-  if (s.rank == 0 && t.ew_unroll) s.unroll = static_cast<int>(std::bit_floor(static_cast<unsigned>(t.ew_unroll)));
+  if (s.rank == 0 && t.ew_unroll) s.unroll = t.ew_unroll;
   if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
   return s;
 }

@@ -94,8 +94,8 @@ int ew_value_params(const elementwise::EwOp& op);
 int ew_contiguous_threads(int64_t vecs, int sms, int max_threads = kEwContiguousThreads, int unroll = kEwUnroll);
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
-// The spec of a problem on a device: its arch, and TILEOPS_TUNE's ew_unroll (rounded down to a power
-// of two) and ew_threads for the contiguous loop.
+// The spec of a problem on a device: its arch, and TILEOPS_TUNE's ew_unroll and ew_threads for the
+// contiguous loop.
 EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 
 }  // namespace tileops::nvrtc

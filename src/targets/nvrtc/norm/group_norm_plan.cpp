@@ -1,7 +1,6 @@
 // GroupNormFwdOp / InstanceNormFwdOp on the nvrtc target: the plan (problem, device -> spec) and what
 // a spec renders (group_norm.h).
 #include <algorithm>
-#include <bit>
 
 #include "targets/nvrtc/norm/group_norm.h"
 
@@ -35,10 +34,7 @@ GroupNormSpec row_shape(const GroupNormProblem& q, const DeviceFacts& dev, const
   const int64_t per_thread = ceil_div(lv, s.tpr);
   // Running stats need no reduction: nothing to keep between passes.
   s.cache = q.running || per_thread > kT.cache_vecs ? 0 : next_pow2(per_thread);
-  // Whole warps for the row shuffles: a tuned CTA size is taken down to a power of two.
-  const unsigned cta_threads = static_cast<unsigned>(t.gn_cta_threads ? t.gn_cta_threads : kT.cta_threads);
-  const int cta = static_cast<int>(std::bit_floor(cta_threads));
-  s.rows = s.tpr > 32 ? 1 : std::max(1, cta / s.tpr);
+  s.rows = s.tpr > 32 ? 1 : std::max(1, (t.gn_cta_threads ? t.gn_cta_threads : kT.cta_threads) / s.tpr);
   return s;
 }
 
