@@ -4,11 +4,13 @@
 #   1. build (incremental when build/ is already there)
 #   2. every kernel family on odd shapes (rows 1, 3, 130 x cols 1, 7, 1000, 4100, 33000, 131072),
 #      checked against the reference target, plain and under compute-sanitizer memcheck, racecheck
-#      and synccheck (PYTORCH_NO_CUDA_MEMORY_CACHING=1, so out-of-bounds accesses meet no slack)
+#      and synccheck (PYTORCH_NO_CUDA_MEMORY_CACHING=1, so out-of-bounds accesses meet no slack);
+#      then every op with a boundary (the compile-contract registry, all families) the same way
 #   3. a CUDA out-of-memory while allocating an output: a clean error naming the op, the next call works
 #   4. 8 processes x 4 threads on a cold disk cache: one NVRTC build per identity, every result right
 # Logs and a summary go to $OUT (summary.txt, one log per step). Each step has its own time limit
-# (seconds, overridable: T_BUILD, T_PLAIN, T_MEMCHECK, T_RACECHECK, T_SYNCCHECK, T_OOM, T_RACE); a step
+# (seconds, overridable: T_BUILD, T_PLAIN, T_MEMCHECK, T_RACECHECK, T_SYNCCHECK, T_CONTRACT, T_OOM,
+# T_RACE); a step
 # that runs out of time is reported as such, and the next one runs. Exit status 0 when all passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +55,10 @@ SANITIZE=(env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$SAN" --error-exitcode 1 --print
 step memcheck "${T_MEMCHECK:-75}" "${SANITIZE[@]}" --tool memcheck --leak-check no "$PY" "$DRIVER" shapes
 step racecheck "${T_RACECHECK:-60}" "${SANITIZE[@]}" --tool racecheck "$PY" "$DRIVER" shapes --quick
 step synccheck "${T_SYNCCHECK:-40}" "${SANITIZE[@]}" --tool synccheck "$PY" "$DRIVER" shapes --quick
+step contract "${T_CONTRACT:-120}" "$PY" "$DRIVER" contract
+step c-memcheck "${T_CONTRACT:-120}" "${SANITIZE[@]}" --tool memcheck --leak-check no "$PY" "$DRIVER" contract
+step c-racecheck "${T_CONTRACT:-120}" "${SANITIZE[@]}" --tool racecheck "$PY" "$DRIVER" contract
+step c-synccheck "${T_CONTRACT:-120}" "${SANITIZE[@]}" --tool synccheck "$PY" "$DRIVER" contract
 step oom "${T_OOM:-25}" "$PY" "$DRIVER" oom
 step race "${T_RACE:-80}" "$PY" "$DRIVER" race --procs 8 --threads 4 --timeout 75 \
   --cache-dir "$(mktemp -d /tmp/tileops-cold.XXXX)/kernels"

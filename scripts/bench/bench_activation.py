@@ -1,6 +1,6 @@
 """Activation benchmarks on a GPU: our kernels beside torch eager (ref_api), torch.compile of it and a
 device copy of the same bytes (read x, write y), per manifest workload. A benchmark, not a test.
-    python3 scripts/bench/bench_activation.py [--json out.json] [--quick]
+    python3 scripts/bench/bench_activation.py [--json out.json] [--quick] [--ops SigmoidFwdOp,...]
 """
 from __future__ import annotations
 
@@ -94,10 +94,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="first workload and dtype of each op")
+    ap.add_argument("--ops", help="comma-separated op classes (default: all)")
     args = ap.parse_args()
     tileops.load()
     report = {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__, "kernels": []}
-    for op_class in OPS:
+    for op_class in args.ops.split(",") if args.ops else OPS:
         rows = rows_for(op_class, args.quick)
         report["kernels"] += rows
         harness.print_table(op_class, rows)

@@ -3,10 +3,12 @@ docs/RELIABILITY.md).
 
     python scripts/reliability/gpu_reliability.py shapes [--quick]   # every kernel family on odd shapes,
                                                                      # checked against the reference target
+    python scripts/reliability/gpu_reliability.py contract           # every op with a boundary (the
+                                                                     # compile-contract registry), likewise
     python scripts/reliability/gpu_reliability.py oom                # OOM while allocating an output
     python scripts/reliability/gpu_reliability.py race --procs 8 --threads 4   # cold disk cache
 
-`shapes` is what compute-sanitizer runs under (memcheck, racecheck, synccheck). Each prints one JSON
+`shapes` and `contract` are what compute-sanitizer runs under (memcheck, racecheck, synccheck). Each prints one JSON
 line of figures last and exits non-zero on a failure.
 """
 from __future__ import annotations
@@ -22,6 +24,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -35,7 +39,8 @@ ROWS = (1, 3, 130)
 
 
 def close(got, want, dtype):
-    tol = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
+    # float8: one unit in the last place of e4m3 is 1/8 relative
+    tol = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}.get(dtype, 0.13)
     torch.testing.assert_close(got.float().cpu(), want.float().cpu(), rtol=tol, atol=tol, equal_nan=True)
 
 
@@ -130,6 +135,48 @@ def cmd_shapes(a):
                     except Exception as e:  # noqa: BLE001
                         figures["errors"] += 1
                         print(f"ERROR {name} rows={rows} cols={cols} {dtype}: {type(e).__name__}: {e}", flush=True)
+    figures["seconds"] = round(time.monotonic() - t0, 1)
+    figures["kernel_builds"] = tileops.counters()["kernel_builds"]
+    print(json.dumps(figures), flush=True)
+    return 1 if figures["wrong"] or figures["errors"] else 0
+
+
+def _as_tuple(r):
+    return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+
+
+def cmd_contract(a):
+    """Every op of the compile-contract registry (tests/contracts: one call of each op class with a
+    boundary, all families) on CUDA, its outputs and its inputs afterwards (the in-place branches)
+    checked against the same call on CPU copies through the reference target."""
+    from compile_contract import CONTRACT
+    t0 = time.monotonic()
+    figures = {"ops": 0, "wrong": 0, "errors": 0}
+    for name in sorted(CONTRACT):
+        if a.only and a.only not in name:
+            continue
+        figures["ops"] += 1
+        torch.manual_seed(len(name))
+        op, inputs = CONTRACT[name](a.device)
+        try:
+            cpu_in = [t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+            got = _as_tuple(op(*inputs))
+            if a.device == "cuda":
+                torch.cuda.synchronize()
+            op.target = "reference"
+            want = _as_tuple(op(*cpu_in))
+            pairs = list(zip(got, want)) + [(g, w) for g, w in zip(inputs, cpu_in) if isinstance(g, torch.Tensor)]
+            for g, w in pairs:
+                if isinstance(g, torch.Tensor) and g.is_floating_point():
+                    close(g, w, g.dtype)
+                elif isinstance(g, torch.Tensor):
+                    assert torch.equal(g.cpu(), w.cpu()), f"{g.dtype} results differ"
+        except AssertionError as e:
+            figures["wrong"] += 1
+            print(f"WRONG {name}: {str(e).splitlines()[:3]}", flush=True)
+        except Exception as e:  # noqa: BLE001
+            figures["errors"] += 1
+            print(f"ERROR {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
     figures["seconds"] = round(time.monotonic() - t0, 1)
     figures["kernel_builds"] = tileops.counters()["kernel_builds"]
     print(json.dumps(figures), flush=True)
@@ -237,6 +284,9 @@ def main():
     s = sub.add_parser("shapes")
     s.add_argument("--quick", action="store_true", help="bfloat16 only (for the slower sanitizer tools)")
     s.add_argument("--warm-up", action="store_true", help="build every kernel first, many threads at a time")
+    c = sub.add_parser("contract")
+    c.add_argument("--only", default="", help="op classes whose name holds this text")
+    c.add_argument("--device", default="cuda", help="cpu: a dry run of the driver itself (reference twice)")
     sub.add_parser("oom")
     r = sub.add_parser("race")
     r.add_argument("--procs", type=int, default=8)
@@ -247,7 +297,7 @@ def main():
     w.add_argument("--threads", type=int, default=4)
     w.add_argument("--start-at", type=float, required=True)
     a = ap.parse_args()
-    sys.exit({"shapes": cmd_shapes, "oom": cmd_oom, "race": cmd_race, "race-worker": cmd_race_worker}[a.cmd](a))
+    sys.exit({"shapes": cmd_shapes, "contract": cmd_contract, "oom": cmd_oom, "race": cmd_race, "race-worker": cmd_race_worker}[a.cmd](a))
 
 
 if __name__ == "__main__":
