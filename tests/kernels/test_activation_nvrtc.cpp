@@ -153,15 +153,15 @@ TEST(SigmoidPlan, Int32ToFloat32IsItsOwnNamedSpecialisation) {
 
 const void* at_offset(uintptr_t bytes) { return reinterpret_cast<const void*>(bytes); }
 
-TEST(SigmoidPlan, StepMovesSixteenBytesOnBothSides) {
+TEST(SigmoidPlan, StepIsOneSixteenByteStoreOfY) {
   using tileops::nvrtc::unary_vec;
   // Same dtype: exactly activation_vec.
   EXPECT_EQ(unary_vec(c10::kBFloat16, c10::kBFloat16, at_offset(4096), at_offset(8192)), 8);
   EXPECT_EQ(unary_vec(c10::kHalf, c10::kHalf, at_offset(4096 + 8), at_offset(8192)), 4);
   // int32 -> float32: 4 a step, one 16-byte load and store.
   EXPECT_EQ(unary_vec(c10::kInt, c10::kFloat, at_offset(4096), at_offset(8192)), 4);
-  // uint8 -> float32: 16 a step (one 16-byte load, four 16-byte stores).
-  EXPECT_EQ(unary_vec(c10::kByte, c10::kFloat, at_offset(4096), at_offset(8192)), 16);
+  // uint8 -> float32: 4 a step (a 4-byte load, one 16-byte store), not 16 (four stores a step).
+  EXPECT_EQ(unary_vec(c10::kByte, c10::kFloat, at_offset(4096), at_offset(8192)), 4);
   EXPECT_EQ(unary_vec(c10::kBool, c10::kFloat, at_offset(4096 + 4), at_offset(8192)), 4);  // x 4-byte aligned
   EXPECT_EQ(unary_vec(c10::kChar, c10::kFloat, at_offset(4096 + 1), at_offset(8192)), 1);  // x one byte off
   // int64 -> float32: 4 a step (two 16-byte loads, one 16-byte store); x 8-byte aligned: one element.

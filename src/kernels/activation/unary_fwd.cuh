@@ -3,8 +3,8 @@
 //
 // Each thread handles VEC elements a step: loads of IN = min(VEC, 16 / sizeof(TI)) elements and
 // stores of OUT = min(VEC, 16 / sizeof(TO)), so with TI == TO a step is one 16-byte load and one
-// 16-byte store (when the host found the pointers aligned), and with TI != TO the host picks VEC so
-// that both sides move 16 bytes an access (int8 -> float: one load, four stores). UNROLL steps are
+// 16-byte store (when the host found the pointers aligned), and with TI != TO the host sizes VEC by
+// y's 16-byte store (int8 -> float: a 4-byte load, one 16-byte store). UNROLL steps are
 // in flight per loop trip (all loads, then all stores), grid-stride over the n / VEC full steps; the
 // n % VEC trailing elements go to the grid's first threads.
 // x and y may be the same buffer (the _writes_x branch, TI == TO): no __restrict__, and each element

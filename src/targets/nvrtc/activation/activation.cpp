@@ -158,8 +158,9 @@ int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, c
   const int ei = static_cast<int>(c10::elementSize(x_dtype)), eo = static_cast<int>(c10::elementSize(y_dtype));
   const auto xb = reinterpret_cast<uintptr_t>(x), yb = reinterpret_cast<uintptr_t>(y);
   // A step of vec elements loads min(vec * ei, 16) bytes of x at a time and stores min(vec * eo, 16)
-  // of y: start where both sides reach 16 bytes, narrow until both are aligned.
-  int vec = std::max(16 / ei, 16 / eo);
+  // of y. It is sized by y: stepping by a narrower x (uint8 -> float32 at 16 a step) gave each thread
+  // so many elements that a whole call was one wave with no loads left to overlap the math.
+  int vec = 16 / eo;
   while (vec > 1 && (xb % std::min(vec * ei, 16) != 0 || yb % std::min(vec * eo, 16) != 0)) vec /= 2;
   return vec;
 }
