@@ -1009,7 +1009,10 @@ def emit_registration_parts(ops, parts: int) -> list[str]:
 
 def _registration_unit(ops, impl, primary: bool) -> str:
     out = [banner(o.path for o in ops),
-           "#include <ATen/ATen.h>", "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
+           # per-operator headers (the target builds with TORCH_ASSERT_ONLY_METHOD_OPERATORS): outputs
+           # come from at::empty alone
+           "#include <ATen/core/Tensor.h>", "#include <ATen/ops/empty.h>",
+           "#include <ATen/core/dispatch/Dispatcher.h>", "#include <torch/library.h>",
            "#include <torch/csrc/autograd/custom_function.h>",
            "", '#include "boundary/checks.h"', '#include "boundary/runtime.h"', '#include "tileops/autograd.h"',
            '#include "tileops/op_call.h"',

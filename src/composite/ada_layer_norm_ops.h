@@ -2,7 +2,7 @@
 // without an affine, then the modulation by scale and shift, each through the dispatcher.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 namespace tileops::composite::ada_layer_norm {

@@ -1,7 +1,7 @@
 // FusedAddLayerNormFwdOp: residual_out = x + residual (rounded to x's dtype), y = LayerNorm of it over
 // the last dim. Registered CompositeImplicitAutograd (generated): the sub-ops are called through the
 // dispatcher, so tracing records elementwise_add_fwd and norm_layer_norm_fwd, never this op.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "tileops_generated/composite.h"

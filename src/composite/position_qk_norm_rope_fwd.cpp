@@ -4,7 +4,7 @@
 // position_rope_neox_fwd_writes_k_writes_q or position_rope_non_neox_fwd_writes_k_writes_q) and
 // never this op. The in-place steps only touch fresh tensors (qn, kn) and then copy_ into the
 // caller's q/k: functionalization turns those into functional ops plus input write-backs.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "tileops_generated/composite.h"

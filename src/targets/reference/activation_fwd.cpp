@@ -5,7 +5,13 @@
 // would round after every step).
 // SigmoidFwdOp on integer/bool x: torch.sigmoid of x converted to y's dtype (float32), which is
 // torch.sigmoid(x) under the default dtype, whatever the process's default dtype is.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/silu.h>
+#include <ATen/ops/threshold.h>
 
 #include <memory>
 #include <string>

@@ -1,6 +1,7 @@
 // BatchNormBwdOp on the reference target: the manifest's formula in float32 with ATen, dx rounded once.
 // Not at::native_batch_norm_backward: on CPU it divides by zero for an empty batch.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
 
 #include <vector>
 

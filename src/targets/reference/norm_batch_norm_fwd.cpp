@@ -1,6 +1,7 @@
 // BatchNormFwdOp on the reference target: at::batch_norm on float32 x (a 16-bit x then meets float32
 // statistics, and y is rounded once), which updates the given running stats in place when training.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/batch_norm.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

@@ -1,5 +1,7 @@
 // FusedAddRMSNormFwdOp on the reference target: its ref_api, step by step with ATen.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/rms_norm.h>
 
 #include <cfloat>
 

@@ -1,6 +1,7 @@
 // GemmaRMSNormFwdOp and GemmaFusedAddRMSNormFwdOp on the reference target: their ref_api with ATen,
 // in float32 (norm_rms_norm_f32.h).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/norm_rms_norm_f32.h"

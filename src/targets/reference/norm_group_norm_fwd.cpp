@@ -1,5 +1,6 @@
 // GroupNormFwdOp on the reference target: ref_api itself (at::group_norm).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/group_norm.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

@@ -1,7 +1,9 @@
 // InstanceNormFwdOp on the reference target: at::instance_norm on the input's statistics; with
 // use_input_stats=False, at::batch_norm in eval mode on the running stats (what instance_norm
 // computes then), in float32 so that a 16-bit x and weight meet the float32 stats.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/instance_norm.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

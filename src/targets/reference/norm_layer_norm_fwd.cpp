@@ -1,5 +1,6 @@
 // LayerNormFwdOp on the reference target: ref_api itself (at::layer_norm).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/layer_norm.h>
 
 #include <optional>
 

@@ -1,6 +1,8 @@
 // RMSNormBwdOp on the reference target: the manifest's formula in float32 with ATen, rounded once.
 // The correctness oracle for the NVRTC backward kernels.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rsqrt.h>
 
 #include <limits>
 

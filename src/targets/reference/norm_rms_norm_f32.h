@@ -2,7 +2,9 @@
 // optionally offset (Gemma's 1 + w), the result rounded once to x's dtype.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rsqrt.h>
 
 #include <vector>
 

@@ -1,6 +1,7 @@
 // RMSNormFwdOp on the reference target: ref_api itself (at::rms_norm), the correctness oracle; a
 // float32 weight beside a 16-bit x is written out in float32 (at::rms_norm warns on the mix).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/rms_norm.h>
 
 #include <limits>
 #include <memory>

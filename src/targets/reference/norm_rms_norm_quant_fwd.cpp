@@ -1,6 +1,13 @@
 // The quantised-output RMSNorms on the reference target (RMSNormStaticQuantFwdOp and the fused-add and
 // dynamic forms): vLLM's formulas written with ATen. y = T(T(s * r) * w); q = quant(y * (1 / scale)).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/full_like.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/round.h>
+#include <ATen/ops/rsqrt.h>
 
 #include <limits>
 #include <vector>

@@ -1,7 +1,18 @@
 // The pool family on the reference target: avg_pool1d/2d/3d, max_pool1d/2d/3d (with indices or not),
 // adaptive_avg_pool2d and adaptive_max_pool2d (with indices or not) through their ATen calls (the CPU
 // oracle). stride None is ATen's [].
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/adaptive_avg_pool2d.h>
+#include <ATen/ops/adaptive_max_pool2d.h>
+#include <ATen/ops/avg_pool1d.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool3d.h>
+#include <ATen/ops/max_pool1d.h>
+#include <ATen/ops/max_pool1d_with_indices.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/max_pool3d.h>
+#include <ATen/ops/max_pool3d_with_indices.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

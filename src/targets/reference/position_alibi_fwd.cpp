@@ -1,5 +1,9 @@
 // AlibiFwdOp on the reference target: the formula with ATen ops (serves any device).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/pow.h>
 
 #include <cmath>
 

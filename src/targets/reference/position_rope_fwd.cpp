@@ -3,7 +3,10 @@
 // oracle. The cache may be float16/bfloat16 (q's dtype, dtype_combos): its values are widened to
 // float32 exactly. Positions are int64 or int32; the flat forms view q and k as [t, heads, head_size]
 // and add the optional per-token offsets to the positions; an absent key is skipped.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/stack.h>
 #include <c10/util/Exception.h>
 
 #include <optional>

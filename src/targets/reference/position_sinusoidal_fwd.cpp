@@ -1,5 +1,11 @@
 // SinusoidalFwdOp on the reference target: the formula in float64 with ATen ops, rounded once.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/stack.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

@@ -1,6 +1,10 @@
 // FP8QuantFwdOp on the reference target: the formula of TileOPs' kernel written with ATen, in float32.
 // amax = max(absmax(row), 1e-4); scale = amax * (1 / 448); q = e4m3fn(clamp(x / scale, -448, 448)).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/maximum.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

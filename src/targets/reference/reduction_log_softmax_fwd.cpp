@@ -1,5 +1,6 @@
 // LogSoftmaxFwdOp on the reference target: ref_api itself (at::log_softmax with dtype=None), the oracle.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/log_softmax.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

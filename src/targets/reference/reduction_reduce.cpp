@@ -1,6 +1,21 @@
 // The dim reductions (SumFwdOp ... LogSumExpFwdOp) on the reference target: each op's ref_api called
 // with the call's params, the oracle of the nvrtc reduction engine.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/argmin.h>
+#include <ATen/ops/count_nonzero.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/prod.h>
+#include <ATen/ops/std.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/var.h>
+#include <ATen/ops/var_mean.h>
 
 #include <limits>
 #include <optional>

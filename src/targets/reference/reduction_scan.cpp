@@ -1,6 +1,9 @@
 // The scans on the reference target: ref_api itself (at::cumsum / at::cumprod with dtype=,
 // at::logcumsumexp) written straight into y, the oracle of the nvrtc scan engine.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cumprod.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/logcumsumexp.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

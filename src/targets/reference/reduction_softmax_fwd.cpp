@@ -1,5 +1,6 @@
 // SoftmaxFwdOp on the reference target: ref_api itself (at::softmax with dtype=None), the oracle.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/softmax.h>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"

@@ -1,7 +1,10 @@
 // DropoutFwdOp and DropoutBwdOp on the reference target: the factor of each element from the Philox
 // words of its seed, computed on the host (src/kernels/common/philox.cuh is plain C++ too), then
 // float32(x) * factor in ATen, rounded once to x's dtype. Serves any device (the factor is moved).
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 #include <ATen/Parallel.h>
 
 #include "kernels/common/philox.cuh"

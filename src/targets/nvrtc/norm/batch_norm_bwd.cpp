@@ -2,7 +2,8 @@
 // in one CTA's registers: batch_norm_bwd_channel, one launch, dy and x read once. Larger channels:
 // batch_norm_bwd_partial over chunks of every channel, batch_norm_bwd_reduce a channel, then
 // batch_norm_bwd_dx over the same chunks: dy and x read twice.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

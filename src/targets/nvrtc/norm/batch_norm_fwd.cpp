@@ -4,7 +4,8 @@
 // Training, larger channels: group_norm_fwd_stats over the rows, batch_norm_fwd_stats a channel (the
 // batch mean and biased variance; the running stats moved in place when given), then the same group
 // norm kernels with the batch statistics standing for the running stats.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // GroupNormFwdOp on the nvrtc target, and the launch both it and InstanceNormFwdOp use: a call's
 // problem, the kernels of its spec (group_norm.h), registration.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "targets/nvrtc/norm/norm_bwd_launch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 // The dim reductions on the nvrtc target: geometry, problem, plan, launch and registration (reduce.h).
 #include "targets/nvrtc/reduction/reduce.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

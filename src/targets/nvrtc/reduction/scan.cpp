@@ -1,7 +1,9 @@
 // The scans on the nvrtc target: geometry, problem, plan, launch and registration (scan.h).
 #include "targets/nvrtc/reduction/scan.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 #include "targets/nvrtc/reduction/softmax_launch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/util/Exception.h>
 
 #include "targets/nvrtc/spec_builder.h"
