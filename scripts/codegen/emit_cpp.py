@@ -995,16 +995,34 @@ def emit_registration(ops) -> str:
 
 
 def emit_registration_parts(ops, parts: int) -> list[str]:
-    """The registration cut into `parts` translation units of about the same number of operators
-    (whole ops, in manifest order): the first holds TORCH_LIBRARY, the others TORCH_LIBRARY_FRAGMENT.
-    One unit was the longest compile of the build by far; the parts compile side by side."""
+    """The registration cut into `parts` translation units of about the same amount of C++ (whole ops,
+    in manifest order; an op with autograd emits several times the code of a factory): the first holds
+    TORCH_LIBRARY, the others TORCH_LIBRARY_FRAGMENT. One unit was the longest compile of the build by
+    far; the parts compile side by side, so the longest part sets the time."""
     impl = [o for o in ops if o.status == "implemented"]
-    total = sum(len(o.branches) for o in impl)
+    weight = [len(_op_functions(o)) for o in impl]
+    total = sum(weight)
     groups, done = [[] for _ in range(parts)], 0
-    for op in impl:
-        groups[min(parts - 1, done * parts // max(total, 1))].append(op)
-        done += len(op.branches)
+    for op, w in zip(impl, weight):
+        groups[min(parts - 1, (2 * done + w) * parts // max(2 * total, 1))].append(op)
+        done += w
     return [_registration_unit(ops, g, primary=(k == 0)) for k, g in enumerate(groups)]
+
+
+def _op_functions(op) -> list[str]:
+    """One op's checks and its boundary/Meta/autograd/composite/factory functions."""
+    check_lines, env = emit_check_fn(op)
+    out = check_lines + [""]
+    if op.pairing is not None:
+        out += emit_pairing(op) + [""]
+    for b in op.branches:
+        if op.has_boundary:
+            out += emit_branch(op, env, b) + [""]
+        elif op.composition:
+            out += emit_composite(op, b) + [""]
+        else:
+            out += emit_factory(op, env, b) + [""]
+    return out
 
 
 def _registration_unit(ops, impl, primary: bool) -> str:
@@ -1019,17 +1037,7 @@ def _registration_unit(ops, impl, primary: bool) -> str:
            '#include "tileops_generated/composite.h"', '#include "tileops_generated/ops.h"', "",
            "namespace tileops::gen {", "namespace {", ""]
     for op in impl:
-        check_lines, env = emit_check_fn(op)
-        out += check_lines + [""]
-        if op.pairing is not None:
-            out += emit_pairing(op) + [""]
-        for b in op.branches:
-            if op.has_boundary:
-                out += emit_branch(op, env, b) + [""]
-            elif op.composition:
-                out += emit_composite(op, b) + [""]
-            else:
-                out += emit_factory(op, env, b) + [""]
+        out += _op_functions(op)
     out += ["}  // namespace", "}  // namespace tileops::gen", "",
             "// Each operator's def and its impls side by side.",
             "TORCH_LIBRARY(tileops, m) {" if primary else "TORCH_LIBRARY_FRAGMENT(tileops, m) {"]

@@ -407,9 +407,10 @@ def test_registration_parts_define_every_operator_once_and_the_library_once():
     defs = [line for p in parts for line in p.splitlines() if line.startswith("  m.def(")]
     assert sorted(defs) == sorted(line for line in whole.splitlines() if line.startswith("  m.def("))
     assert len(set(defs)) == len(defs)
-    # whole ops in manifest order, about the same number of operators a part
-    sizes = [sum(line.startswith("  m.def(") for line in p.splitlines()) for p in parts]
-    assert max(sizes) <= 1.5 * min(sizes), sizes
+    # whole ops in manifest order, about the same amount of C++ a part (the longest part sets the build
+    # time): an even count of operators left one part with twice the code of another
+    sizes = [len(p.splitlines()) for p in parts]
+    assert max(sizes) <= 1.25 * min(sizes), sizes
     for name in ("norm_rms_norm_fwd", "norm_rms_norm_fwd_out"):
         (home,) = [p for p in parts if f'm.def("{name}(' in p]
         assert f"{name}__boundary(" in home and f"{name}__meta(" in home
