@@ -44,8 +44,12 @@ def wheel() -> Path:
         run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "scikit-build-core>=0.10"])
     dist = WORK / "dist"
     shutil.rmtree(dist, ignore_errors=True)
+    # The compiler of the main build: ccache hashes its name, so with the same one the wheel's build
+    # (CMakeLists.txt: one cache for both) takes every object the main build already compiled.
+    cache = (BUILD / "CMakeCache.txt").read_text()
+    cxx = next(l.split("=", 1)[1] for l in cache.splitlines() if l.startswith("CMAKE_CXX_COMPILER:"))
     run([py, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", dist, ROOT], timeout=1800,
-        env={"CMAKE_BUILD_PARALLEL_LEVEL": "2"})
+        env={"CMAKE_BUILD_PARALLEL_LEVEL": "2", "CXX": cxx})
     (whl,) = dist.glob("tileops-*.whl")
     return whl
 
