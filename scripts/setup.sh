@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One-time (idempotent, quick when done) setup: Debian packages, a Python venv outside the clone with
-# torch 2.14.1, and a build of libtileops in build/. Safe to run again.
+# torch 2.14.1, and a build in build/. Safe to run again.
+#   bash scripts/setup.sh            everything (library, tests, plugin, tools)
+#   bash scripts/setup.sh tileops    the library alone (what the demo runs)
 #   TILEOPS_VENV   where the venv lives (default /opt/tileops-venv; shared by every clone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +10,7 @@ VENV=${TILEOPS_VENV:-/opt/tileops-venv}
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 need_pkgs=()
-for p in cmake ninja-build g++ libgtest-dev libspdlog-dev libfmt-dev binutils; do
+for p in cmake ninja-build g++ ccache libgtest-dev libspdlog-dev libfmt-dev binutils; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -20,9 +22,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, yaml, pytest; assert torch.__version__.startswith('2.14.1')" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import torch, yaml, pytest, xdist; assert torch.__version__.startswith('2.14.1')" 2>/dev/null; then
   echo "setup: installing torch==2.14.1 and test tools into $VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch==2.14.1 pyyaml pytest numpy
+  "$VENV/bin/pip" install --disable-pip-version-check torch==2.14.1 pyyaml pytest pytest-xdist numpy
 fi
 
 export PATH="$VENV/bin:$PATH"
@@ -31,4 +33,5 @@ if [ ! -f build/build.ninja ]; then
     || { tail -40 build-configure.log; exit 1; }
   rm -f build-configure.log
 fi
-ninja -C build | tail -1
+# ninja's own status lines: a first build takes minutes (README: how long, measured).
+ninja -C build "$@"
