@@ -15,8 +15,11 @@ cd "$(dirname "$0")/.."
 DEST=${OUT:-/tmp/tileops-gpu-out}
 OUT=$(mktemp -d /tmp/tileops-gpu-logs.XXXX)
 mkdir -p "$DEST"
-pack() { tar -czf "$DEST/gpu_logs.tar.gz" -C "$OUT" . 2>/dev/null; }
-trap pack EXIT
+pack() { tar -czf "$DEST/.gpu_logs.$BASHPID" -C "$OUT" . 2>/dev/null && mv -f "$DEST/.gpu_logs.$BASHPID" "$DEST/gpu_logs.tar.gz"; }
+# and every 30 s: a step cut off by the caller's time limit still brings back the log it had written
+( while sleep 30; do pack; done ) &
+PACKER=$!
+trap 'kill $PACKER 2>/dev/null; pack' EXIT
 PY=$(command -v "${PYTHON:-python3}")  # absolute: some steps run from scripts/bench
 export TILEOPS_CACHE_DIR=${TILEOPS_CACHE_DIR:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
