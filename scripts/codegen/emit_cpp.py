@@ -1180,10 +1180,12 @@ def op_json(op: Op) -> dict:
         "compile_op_names": list(op.compile_op_names),
         "operators": [{"name": op.operator_name(b), "writes": list(b.writes), "out": b.out,
                        "without": list(b.without), "schema": schema(op, b)} for b in op.branches],
-        "inputs": [{"name": i.name, "optional": i.optional, "mutated": i.mutated, "dtype": i.dtype.text}
-                   for i in op.inputs],
-        "outputs": [{"name": o.name, "buffer": o.buffer, "optional": o.optional, "aliases": o.aliases}
-                    for o in op.outputs],
+        "inputs": [{"name": i.name, "optional": i.optional, "mutated": i.mutated, "dtype": i.dtype.text,
+                    "shape": i.shape_text} for i in op.inputs],
+        "outputs": [{"name": o.name, "buffer": o.buffer, "optional": o.optional, "aliases": o.aliases,
+                     "shape": o.shape_text} for o in op.outputs],
+        "sharding": {"kind": op.sharding[0], **{k: list(v) if isinstance(v, tuple) else v
+                                                 for k, v in op.sharding[1]}},
         "params": [{"name": p.name, "type": p.type, "length": p.length, "nullable": p.nullable,
                     "has_default": p.default is not NO_DEFAULT,
                     "default": default(p)} for p in op.params],

@@ -45,7 +45,10 @@ PARAM_TYPES = {
 STATUSES = ("spec-only", "implemented")
 
 ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition", "autograd",
-              "elementwise"}
+              "elementwise", "sharding"}
+# `sharding:` (docs/MANIFEST.md): which dims of a DTensor call shard without communication.
+SHARDING_KINDS = ("free", "except", "reduce", "replicate")
+SHARDING_KEYS = {"free", "partial", "except", "reduce"}
 AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
@@ -159,6 +162,9 @@ class Op:
     select: str | None = None
     select_cases: tuple = ()
     autograd_line: int = 0
+    # (kind, {key: value}) of `sharding:`; ("pointwise", {}) for an elementwise entry without one;
+    # ("replicate", {}) where absent
+    sharding: tuple = ("replicate", ())
     pairing: object = field(default=None, compare=False)  # Pairing, resolved once every entry is known
 
     @property
@@ -691,11 +697,12 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         roofline = _roofline(ctx, roofline, entry.line_of("roofline"), set(input_names),
                              {p.name for p in params} | symbols)
     workloads = tuple(_workloads(ctx, entry.get("workloads") or LList(), inputs, params))
+    sharding = _sharding(ctx, entry, inputs, outputs, params, elementwise is not None)
 
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
               getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, elementwise=elementwise,
-              select=select, select_cases=select_cases)
+              select=select, select_cases=select_cases, sharding=sharding)
 
 
 # Device functions of src/kernels/elementwise/elementwise.cuh an `elementwise:` expression may call
@@ -838,6 +845,62 @@ class Roofline:
     flops: object
     bytes: object
     text: tuple  # (flops text, bytes text)
+
+
+def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
+    """`sharding:` of an entry, as (kind, ((key, value), ...)). Kinds:
+    free: [..., t, hq|hk] the listed dims shard: `...` is the leading ellipsis of a shape, a name a
+                         dim of an input's shape ([t, hq, head_dim]), `a|b` two dims sharded together;
+                         every tensor holding the dim shards on it, the others are replicated; `partial: [dweight]` names outputs that are
+                         a sum over those dims (a weight's gradient), Partial(sum) when they shard
+    except: <param>      any dim but the one the int param names (softmax, scans)
+    reduce: <param>      any dim the int or int[] param does not reduce (None: every dim; keepdim if
+                         present)
+    replicate            every tensor whole on every rank (the default: correct, gathers first)
+    An elementwise entry shards as torch's pointwise ops do (broadcasting) and takes no `sharding:`."""
+    if "sharding" not in entry:
+        return ("pointwise", ()) if elementwise else ("replicate", ())
+    raw, line = entry["sharding"], entry.line_of("sharding")
+    if elementwise:
+        ctx.fail(line, "an elementwise entry shards as torch's pointwise ops; it takes no sharding:")
+    if not inputs:
+        ctx.fail(line, "sharding: is for ops with tensor inputs (DTensor calls)")
+    if raw == "replicate":
+        return ("replicate", ())
+    if not isinstance(raw, dict):
+        ctx.fail(line, "sharding is `replicate` or a map: {free: [...], partial: [...]}, {except: <param>} "
+                       "or {reduce: <param>}")
+    ctx.keys(raw, SHARDING_KEYS, "sharding")
+    kinds = [k for k in ("free", "except", "reduce") if k in raw]
+    if len(kinds) != 1:
+        ctx.fail(line, "sharding names exactly one of free:, except:, reduce:")
+    kind = kinds[0]
+    pmap = {p.name: p for p in params}
+    if kind == "free":
+        free = raw["free"]
+        if not isinstance(free, list) or not free or not all(isinstance(f, str) for f in free):
+            ctx.fail(raw.line_of("free"), "sharding.free lists dims: '...' or names of input dims")
+        dims = set()
+        for i in inputs:
+            dims |= {t.strip() for t in i.shape_text.strip("[] ").split(",")}
+        for f in (part for group in free for part in group.split("|")):
+            if f not in dims:
+                ctx.fail(raw.line_of("free"), f"sharding.free: '{f}' is no dim of an input's shape "
+                                              f"({', '.join(i.shape_text for i in inputs)})")
+        partial = raw.get("partial") or []
+        onames = {o.name for o in outputs}
+        for o in partial:
+            if o not in onames:
+                ctx.fail(raw.line_of("partial"), f"sharding.partial: '{o}' is not an output")
+        return ("free", (("free", tuple(free)), ("partial", tuple(partial))))
+    if "partial" in raw:
+        ctx.fail(raw.line_of("partial"), "sharding.partial goes with free:")
+    name = raw[kind]
+    p = pmap.get(name)
+    want = ("int", "SymInt") if kind == "except" else ("int", "SymInt", "int[]")
+    if p is None or p.type not in want:
+        ctx.fail(raw.line_of(kind), f"sharding.{kind} names a param of type {' or '.join(want)}, got {name!r}")
+    return (kind, ((kind, name),))
 
 
 def _roofline(ctx, raw, line, tensors, names) -> Roofline:

@@ -164,7 +164,7 @@ def test_validator_reports_a_broken_pairing(tmp_path):
                           str(bad), os.path.join(ROOT, "manifests", "elementwise.yaml"),  # the composites' ops
                           "--library", ""], capture_output=True, text=True, timeout=300)
     assert out.returncode == 1
-    assert ("norm.yaml:9: RMSNormFwdOp: autograd pairing: backward output 'dbias' is not d<input> of a forward "
+    assert ("norm.yaml:10: RMSNormFwdOp: autograd pairing: backward output 'dbias' is not d<input> of a forward "
             "input (x, weight)" in out.stderr), out.stderr
 
 

@@ -479,3 +479,34 @@ def test_rules_over_optional_inputs_and_bool_params():
 def test_bad_conditions_and_ellipses_are_refused_clearly(old, new, message):
     assert old in SPATIAL
     assert message in error_of(SPATIAL.replace(old, new, 1))
+
+
+# ---- sharding: (docs/MANIFEST.md) ------------------------------------------------------------------
+def _with_sharding(text, line):
+    return text.replace("  status: implemented\n", f"  status: implemented\n  sharding: {line}\n", 1)
+
+
+def test_sharding_is_read_and_defaults_to_replicate():
+    (plain,) = build_ops([parse_text(GOOD, "manifests/t.yaml")])
+    assert plain.sharding == ("replicate", ())
+    (op,) = build_ops([parse_text(_with_sharding(GOOD, '{free: ["...", n]}'), "manifests/t.yaml")])
+    assert op.sharding == ("free", (("free", ("...", "n")), ("partial", ())))
+    (r,) = build_ops([parse_text(textwrap.dedent(_with_sharding(REDUCE, "{reduce: dim}")), "manifests/t.yaml")])
+    assert r.sharding == ("reduce", (("reduce", "dim"),))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("{free: [m]}", "sharding.free: 'm' is no dim of an input's shape"),
+    ("{free: [n|m]}", "sharding.free: 'm' is no dim of an input's shape"),
+    ("{free: [n], partial: [z]}", "sharding.partial: 'z' is not an output"),
+    ("{except: n}", "sharding.except names a param of type int or SymInt, got 'n'"),
+    ("{free: [n], except: n}", "sharding names exactly one of free:, except:, reduce:"),
+    ("{gather: [n]}", "unknown key 'gather' in sharding"),
+    ("everything", "sharding is `replicate` or a map"),
+])
+def test_sharding_mistakes_are_refused(line, message):
+    assert message in error_of(_with_sharding(GOOD, line))
+
+
+def test_reduce_sharding_names_a_dim_param():
+    assert "sharding.reduce names a param of type" in error_of(_with_sharding(REDUCE, "{reduce: keepdim}"))
