@@ -122,6 +122,8 @@ def load(path: str | None = None) -> ctypes.CDLL:
     lib.tileops_unregister_target.argtypes = [ctypes.c_char_p]
     lib.tileops_set_autograd_pairing.argtypes = [ctypes.c_int]
     _lib, _lib_path = lib, path
+    from . import sharding
+    sharding.install()  # DTensor rules, registered when torch.distributed.tensor is (docs/CONTRACT.md §12)
     return lib
 
 

@@ -1,0 +1,161 @@
+"""One rank of the DTensor checks (tests/sharding/test_dtensor.py spawns `world` of them over gloo).
+
+For every op class of the compile-contract registry: its example inputs distributed with the primary
+input (the first of the largest rank) sharded on each of its dims in turn (the other inputs of that
+rank and size there alike, the rest replicated), and all replicated; the op on those DTensors against the op on the
+whole tensors, and the collectives each call issued. Rank 0 writes what it saw as JSON.
+"""
+import json
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _tensors(v)]
+    return []
+
+
+def _full(x):
+    from torch.distributed.tensor import DTensor
+    if not isinstance(x, DTensor):
+        return x
+    if x.dtype.itemsize == 1 and x.dtype.is_floating_point:  # gloo moves no float8: gather the bytes
+        local = x.to_local().view(torch.uint8)
+        raw = DTensor.from_local(local, x.device_mesh, x.placements, shape=x.shape, stride=x.stride())
+        return raw.full_tensor().view(x.dtype)
+    return x.full_tensor()
+
+
+def _check(op, inputs, dinputs):
+    """The op on whole and on distributed inputs; returns (ok, detail, collectives of the DTensor call).
+    Compares the results, and the inputs too (in-place ops write them)."""
+    from torch.distributed.tensor.debug import CommDebugMode
+    want_in = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    want = op(*want_in)
+    error = None
+    with CommDebugMode() as comm:
+        try:
+            got = op(*dinputs)
+        except Exception as e:  # every rank learns of it before the next collective, or they would hang
+            error = f"{type(e).__name__}: {e}"
+    collectives = comm.get_total_counts()
+    failed = torch.tensor([error is not None], dtype=torch.int32)
+    dist.all_reduce(failed)
+    if failed.item():
+        raise RuntimeError(error or "failed on another rank")
+    pairs = list(zip(_tensors(want), _tensors(got))) + list(zip(_tensors(want_in), _tensors(list(dinputs))))
+    for w, g in pairs:
+        g = _full(g)
+        if w.shape != g.shape or not torch.allclose(w.float(), g.float(), rtol=1e-4, atol=1e-5, equal_nan=True):
+            return False, f"mismatch: want {tuple(w.shape)} got {tuple(g.shape)}", collectives
+    return True, "", collectives
+
+
+def run(rank, world, out_path, only):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    import tileops
+    from compile_contract import CONTRACT
+
+    mesh = init_device_mesh("cpu", (world,))
+    results = []
+    for cls in sorted(CONTRACT):
+        if only and cls not in only:
+            continue
+        torch.manual_seed(0)
+        if os.environ.get("TILEOPS_DTENSOR_TRACE"):
+            print(rank, cls, flush=True)
+        op, inputs = CONTRACT[cls]("cpu")
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        primary = max(tensors, key=lambda t: t.dim())
+        layouts = [("dim", d) for d in range(primary.dim())] + [("replicate", None)]
+        for kind, d in layouts:
+            def place(t):
+                if kind == "dim" and t.dim() == primary.dim() and t.shape[d] == primary.shape[d]:
+                    return [Shard(d)]
+                return [Replicate()]
+            row = {"op": cls, "shard": d}
+            if os.environ.get("TILEOPS_DTENSOR_TRACE"):
+                print(rank, cls, d, flush=True)
+            try:
+                dinputs = [distribute_tensor(t.clone(), mesh, place(t)) if isinstance(t, torch.Tensor) else t
+                           for t in inputs]
+                ok, detail, collectives = _check(op, inputs, dinputs)
+                row.update(ok=ok, detail=detail, collectives=collectives)
+            except Exception as e:  # recorded, not raised: one report for every op
+                row.update(ok=False, detail=f"{type(e).__name__}: {e}"[:400], collectives=-1,
+                           trace=traceback.format_exc()[-1500:])
+            results.append(row)
+    extras = {} if only else _extras(mesh)
+    if rank == 0:
+        with open(out_path, "w") as f:
+            json.dump({"world": world, "rows": results, "extras": extras,
+                       "registered": tileops.sharding.register()}, f)
+
+
+def _extras(mesh):
+    """The cases a layout of the registry's examples does not reach: heads of q and k sharded
+    together (RoPE, GQA), an out= buffer placed otherwise than the rule's output, and torch.compile."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.debug import CommDebugMode
+    from tileops.norm import RMSNormFwdOp
+    from tileops.position import RopeNeoxFwdOp
+    out = {}
+    torch.manual_seed(1)
+    positions = torch.arange(8) % 5
+    q, k, cache = torch.randn(8, 8, 64), torch.randn(8, 4, 64), torch.randn(16, 64)  # GQA: 2 q heads a kv head
+    rope = RopeNeoxFwdOp()
+    wq, wk = q.clone(), k.clone()
+    rope(positions, wq, wk, cache)
+    dq, dk = (distribute_tensor(t.clone(), mesh, [Shard(1)]) for t in (q, k))
+    dp, dc = (distribute_tensor(t, mesh, [Replicate()]) for t in (positions, cache))
+    with CommDebugMode() as comm:
+        rope(dp, dq, dk, dc)
+    out["rope_heads"] = {"collectives": comm.get_total_counts(), "placements": str(dq.placements),
+                         "ok": torch.allclose(dq.full_tensor(), wq) and torch.allclose(dk.full_tensor(), wk)}
+
+    x, w = torch.randn(8, 256), torch.randn(256)
+    dx, dw = distribute_tensor(x, mesh, [Shard(0)]), distribute_tensor(w, mesh, [Replicate()])
+    y = torch.empty(8, 256)
+    for name, placement in (("out_rows", Shard(0)), ("out_cols", Shard(1))):
+        dy = distribute_tensor(y.clone(), mesh, [placement])
+        try:
+            torch.ops.tileops.norm_rms_norm_fwd_out(dx, dw, dy, [256])
+            out[name] = {"ok": torch.allclose(dy.full_tensor(), torch.ops.tileops.norm_rms_norm_fwd(x, w, [256]))}
+        except RuntimeError as e:
+            out[name] = {"error": str(e).splitlines()[0]}
+
+    norm = RMSNormFwdOp((256,))
+
+    def block(a, b):
+        return torch.ops.tileops.activation_silu_fwd(norm(a, b))
+    want = block(x, w)
+    got = torch.compile(block, fullgraph=True)(dx, dw)
+    out["compile"] = {"ok": torch.allclose(got.full_tensor(), want), "placements": str(got.placements)}
+    return out
+
+
+def main(rank, world, port, out_path, only):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        run(rank, world, out_path, only)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world, port, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    only = set(sys.argv[4].split(",")) if len(sys.argv) > 4 and sys.argv[4] else set()
+    torch.multiprocessing.spawn(main, args=(world, port, out_path, only), nprocs=world)
