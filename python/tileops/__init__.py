@@ -33,7 +33,8 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 __all__ = ["load", "load_backend", "library_path", "build_record", "check_torch_abi", "counters", "reset_counters", "clear_kernel_caches",
-           "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled"]
+           "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled",
+           "patch", "unpatch", "patched"]
 
 _lib: ctypes.CDLL | None = None
 _lib_path: str | None = None
@@ -189,6 +190,33 @@ def autograd_enabled() -> bool:
 def op_table() -> list[dict]:
     """Every manifest entry as the library was generated from it."""
     return json.loads(load().tileops_op_table_json().decode())
+
+
+def patch(model, **switches):
+    """Moves a Hugging Face transformers model onto tileops ops; returns what it replaced (tileops.hf)."""
+    from .hf import patch as _patch  # transformers only when asked for (pip install tileops[hf])
+    return _patch(model, **switches)
+
+
+def unpatch(model) -> int:
+    """Undoes tileops.patch on `model` exactly (tileops.hf)."""
+    from .hf import unpatch as _unpatch
+    return _unpatch(model)
+
+
+def patched(model, **switches):
+    """Context manager: patch on entry, restore on exit (tileops.hf)."""
+    from .hf import patched as _patched
+    return _patched(model, **switches)
+
+
+def __getattr__(name: str):
+    # `tileops.hf.apply_to_llama(model)` without importing tileops.hf first; tileops.hf imports
+    # transformers only inside its functions.
+    if name == "hf":
+        import importlib
+        return importlib.import_module(".hf", __name__)
+    raise AttributeError(f"module 'tileops' has no attribute '{name}'")
 
 
 _importing = False
