@@ -22,9 +22,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, yaml, pytest, xdist; assert torch.__version__.startswith('2.14.1')" 2>/dev/null; then
-  echo "setup: installing torch==2.14.1 and test tools into $VENV"
-  "$VENV/bin/pip" install --disable-pip-version-check torch==2.14.1 pyyaml pytest pytest-xdist numpy
+# transformers: tests/hf and examples/hf_patch.py (tileops.patch); the library itself never needs it.
+if ! "$VENV/bin/python" -c "import torch, yaml, pytest, xdist, importlib.metadata as m; assert torch.__version__.startswith('2.14.1'); assert m.version('transformers') == '5.23.0'" 2>/dev/null; then
+  echo "setup: installing torch==2.14.1, transformers==5.23.0 and test tools into $VENV"
+  "$VENV/bin/pip" install --disable-pip-version-check torch==2.14.1 transformers==5.23.0 pyyaml pytest pytest-xdist numpy
 fi
 
 export PATH="$VENV/bin:$PATH"
