@@ -1,5 +1,7 @@
 #include "boundary/checks.h"
 
+#include "boundary/overlap.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -276,16 +278,40 @@ bool is_real(const at::Tensor& t) {
   return !t.is_meta() && !t.key_set().has_any(kTracing) && !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
 }
 
+namespace {
+
+overlap::Layout layout_of(const at::Tensor& t) {
+  const int64_t item = static_cast<int64_t>(t.element_size());
+  overlap::Layout l{t.storage_offset() * item, t.sizes().vec(), t.strides().vec(), item};
+  for (auto& s : l.strides) s *= item;
+  return l;
+}
+
+}  // namespace
+
 void require_no_internal_overlap(const char* op, const char* arg, const at::Tensor& t) {
-  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op, ": '", arg,
-              "' is written, but some of its elements share one memory location (an expanded or overlapping "
-              "view, strides ", t.strides(), "); pass a tensor that owns its elements, e.g. ", arg, ".clone()");
+  // ATen decides dense views and expanded ones; any other layout is searched (overlap.h), and one
+  // the search cannot settle counts as overlapping: a write through it could be silently wrong.
+  const auto quick = at::has_internal_overlap(t);
+  const auto exact = quick == at::MemOverlap::Yes    ? overlap::Answer::kYes
+                     : quick == at::MemOverlap::No   ? overlap::Answer::kNo
+                                                     : overlap::self_overlap(layout_of(t));
+  TORCH_CHECK(exact == overlap::Answer::kNo, op, ": '", arg,
+              "' is written, but ", exact == overlap::Answer::kYes ? "some of its elements share" :
+              "its elements cannot be shown not to share", " one memory location (an expanded or overlapping "
+              "view, sizes ", t.sizes(), ", strides ", t.strides(), "); pass a tensor that owns its elements, e.g. ",
+              arg, ".clone()");
 }
 
 void require_no_overlap(const char* op, const char* arg, const at::Tensor& t, const char* other_name,
                         const at::Tensor& other) {
   const auto status = at::get_overlap_status(t, other);
-  TORCH_CHECK(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial, op, ": '", arg,
+  bool shares = status == at::MemOverlapStatus::Full || status == at::MemOverlapStatus::Partial;
+  // "Too hard" is any non-dense view (k = q[:, :2]); within one allocation search it, else no overlap.
+  if (status == at::MemOverlapStatus::TooHard && t.has_storage() && other.has_storage() &&
+      t.storage().is_alias_of(other.storage()))
+    shares = overlap::overlap(layout_of(t), layout_of(other)) != overlap::Answer::kNo;
+  TORCH_CHECK(!shares, op, ": '", arg,
               "' is written and shares memory with '", other_name,
               "' (written tensors must not overlap any other argument: the result would depend on the order "
               "of reads and writes); pass separate tensors, e.g. ", other_name, ".clone()");

@@ -101,13 +101,49 @@ def test_out_overlapping_its_input_is_refused():
         ops.activation_silu_and_mul_fwd_out(x, out=x.view(-1)[8:40].view(4, 8))
 
 
-def test_out_as_a_strided_view_of_its_input_is_computed_from_the_input_first():
-    # The overlap of a strided view is not told cheaply (as in torch): such an out is written through
-    # a contiguous result, after every read of x, so it holds the right values.
+def test_out_as_a_strided_view_of_its_input_is_refused():
+    # A non-dense view is searched exactly, not let through as torch's "too hard" overlap is.
     x = torch.randn(4, 16)
-    a, b = x.clone().chunk(2, dim=-1)
-    ops.activation_silu_and_mul_fwd_out(x, out=x[:, :8])
-    torch.testing.assert_close(x[:, :8], torch.nn.functional.silu(a) * b)
+    before = x.clone()
+    with pytest.raises(RuntimeError, match=r"activation_silu_and_mul_fwd_out: 'out' is written and shares memory "
+                                           r"with 'x'"):
+        ops.activation_silu_and_mul_fwd_out(x, out=x[:, :8])
+    assert torch.equal(x, before)
+
+
+def test_rope_with_k_a_strided_prefix_of_q_is_refused_untouched():
+    # k = q[:, :2]: a non-contiguous view inside q; accepted, it gave wrong values in 319 of 640 places.
+    pos, q, _, cache = rope_args(t=5, h=4, d=8)
+    before = q.clone()
+    for op in (ops.position_rope_neox_fwd_writes_k_writes_q, ops.position_rope_non_neox_fwd_writes_k_writes_q):
+        with pytest.raises(RuntimeError, match=r"'q' is written and shares memory with 'k'"):
+            op(pos, q, q[:, :2], cache)
+    w = torch.ones(8)
+    with pytest.raises(RuntimeError, match=r"position_qk_norm_rope_fwd_writes_k_writes_q: 'q' is written and "
+                                           r"shares memory with 'k'"):
+        ops.position_qk_norm_rope_fwd_writes_k_writes_q(pos, q, q[:, :2], w, w, cache)
+    assert torch.equal(q, before)
+
+
+def test_rope_with_q_k_split_from_a_flat_qkv_is_accepted():
+    # vLLM's flat layout: q, k, v = qkv.split(...) along the last dim, each a strided view.
+    t, hq, hk, d = 5, 4, 2, 8
+    qkv = torch.randn(t, (hq + 2 * hk) * d)
+    q, k, _ = qkv.split([hq * d, hk * d, hk * d], dim=-1)
+    pos, cache = torch.randint(0, 16, (t,)), torch.randn(16, d)
+    q_ref, k_ref = q.clone().view(t, hq, d), k.clone().view(t, hk, d)
+    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q.view(t, hq, d), k.view(t, hk, d), cache)
+    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q_ref, k_ref, cache)
+    assert torch.equal(q.view(t, hq, d), q_ref) and torch.equal(k.view(t, hk, d), k_ref)
+
+
+def test_written_view_with_interleaved_strides_that_repeat_elements_is_refused():
+    # as_strided with sizes [3, 3] and strides [2, 1]: elements (0, 2) and (1, 0) are one; not dense,
+    # not expanded, so torch calls it "too hard".
+    x = torch.randn(16).as_strided((3, 3), (2, 1))
+    with pytest.raises(RuntimeError, match=r"activation_relu_fwd_writes_x: 'x' is written, but some of its "
+                                           r"elements share one memory location"):
+        ops.activation_relu_fwd_writes_x(x)
 
 
 def test_expanded_written_input_is_refused():
