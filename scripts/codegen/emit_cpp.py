@@ -140,7 +140,7 @@ class Env:
     def sym_list(self, n: str) -> str:
         """A list param as c10::SymIntArrayRef (int[N] params are IntArrayRef in C++)."""
         p = self.op.param(n)
-        return f"c10::fromIntArrayRefSlow({n})" if p is not None and p.length else n
+        return f"tileops::check::sym_ints(kOp, {cpp_str(n)}, {n})" if p is not None and p.length else n
 
     def expr(self, node) -> str:
         if isinstance(node, exprs.Num):
@@ -222,8 +222,8 @@ def _pooled(op: Op) -> list:
 def _list_arg(op: Op, name: str) -> str:
     """An int[N] or int[N]? param as a SymIntArrayRef (None: empty)."""
     if op.param(name).nullable:
-        return f"({name}.has_value() ? c10::fromIntArrayRefSlow(*{name}) : c10::SymIntArrayRef())"
-    return f"c10::fromIntArrayRefSlow({name})"
+        return f"({name}.has_value() ? tileops::check::sym_ints(kOp, {cpp_str(name)}, *{name}) : c10::SymIntArrayRef())"
+    return f"tileops::check::sym_ints(kOp, {cpp_str(name)}, {name})"
 
 
 def emit_pooled_shapes(op: Op) -> list[str]:

@@ -409,6 +409,7 @@ std::string describe_param(const char* name, const std::optional<int64_t>& v) {
 }
 
 namespace {
+constexpr int64_t kMaxPoolParam = (int64_t{1} << 31) - 1;
 // Pooling params are graph constants: a symbolic one is specialised, as torch's own pooling does.
 int64_t pool_int(c10::SymIntArrayRef v, int64_t j) {
   return v[v.size() == 1 ? 0 : static_cast<size_t>(j)].guard_int(__FILE__, __LINE__);
@@ -424,6 +425,12 @@ void require_pool_input(const char* op, const char* input, c10::SymIntArrayRef s
                 " (only a batched input's first dim may be 0), got ", dims_str(sizes));
 }
 }  // namespace
+
+c10::SymIntArrayRef sym_ints(const char* op, const char* arg, c10::IntArrayRef v) {
+  for (const int64_t i : v)
+    TORCH_CHECK(c10::SymInt::check_range(i), op, ": argument '", arg, "' must hold ints above -2^62, got ", v);
+  return c10::fromIntArrayRefSlow(v);
+}
 
 c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
                              std::array<const char*, 4> names, std::array<c10::SymIntArrayRef, 4> lists,
@@ -449,6 +456,11 @@ c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArray
     TORCH_CHECK(p >= 0, op, ": argument '", names[2], "' must be non-negative, got ", dims_str(lists[2]));
     if (names[3] != nullptr)
       TORCH_CHECK(d > 0, op, ": argument '", names[3], "' must be positive, got ", dims_str(lists[3]));
+    // Below 2^31, as torch's pooling takes them (int), so d(k-1) + s stays in int64 (2^63-1 wrapped).
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] != nullptr && !lists[i].empty())
+        TORCH_CHECK(pool_int(lists[i], j) <= kMaxPoolParam, op, ": argument '", names[i], "' must be below 2^31, got ",
+                    dims_str(lists[i]));
     TORCH_CHECK(p <= k / 2, op, ": argument '", names[2], "' must be at most half of '", names[0], "' (padding <= ",
                 "kernel_size // 2), got ", names[2], "=", dims_str(lists[2]), ", ", names[0], "=", dims_str(lists[0]));
     const c10::SymInt& L = sizes[ndim - rank + j];

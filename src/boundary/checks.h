@@ -73,6 +73,9 @@ uint64_t reduce_mask(const char* op, const char* arg, int64_t ndim, at::Optional
 // `sizes` without the dims in `mask`, or with them as 1 when keepdim.
 c10::SmallVector<c10::SymInt, 8> reduced_shape(c10::SymIntArrayRef sizes, uint64_t mask, bool keepdim);
 
+// An int[N] param as SymInts; a value c10 cannot hold as one (below -2^62) is refused naming the op.
+c10::SymIntArrayRef sym_ints(const char* op, const char* arg, c10::IntArrayRef v);
+
 // A pool(...) output shape (torch.nn.functional.{avg,max}_pool{1,2,3}d): the input's leading dims, then
 // per spatial dim (L + 2p - d(k - 1) - 1 + (s - 1 if ceil_mode)) // s + 1, less one when ceil_mode
 // starts the last window past the input and its left padding. `lists`: kernel_size, stride (empty:

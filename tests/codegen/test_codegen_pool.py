@@ -76,9 +76,11 @@ def test_pool_output_comes_from_the_checked_pool_shape():
     op = ops()["PoolOp"]
     check = "\n".join(emit_cpp.emit_check_fn(op)[0])
     assert ('s.pooled_output = tileops::check::pool_shape(kOp, "input", input.sym_sizes(), 2, '
-            '{"kernel_size", "stride", "padding", "dilation"}, {c10::fromIntArrayRefSlow(kernel_size), '
-            '(stride.has_value() ? c10::fromIntArrayRefSlow(*stride) : c10::SymIntArrayRef()), '
-            'c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation)}, ceil_mode);') in check
+            '{"kernel_size", "stride", "padding", "dilation"}, '
+            '{tileops::check::sym_ints(kOp, "kernel_size", kernel_size), '
+            '(stride.has_value() ? tileops::check::sym_ints(kOp, "stride", *stride) : c10::SymIntArrayRef()), '
+            'tileops::check::sym_ints(kOp, "padding", padding), '
+            'tileops::check::sym_ints(kOp, "dilation", dilation)}, ceil_mode);') in check
     # the divisor rule reads the param only when it is given
     assert "!divisor_override.has_value() || (c10::SymInt(divisor_override.value())" in check
     _, env = emit_cpp.emit_check_fn(op)
@@ -93,10 +95,10 @@ def test_pool_without_dilation_and_adaptive_pool():
                         "pool(input, kernel_size, stride, padding, 1, ceil_mode)")
     check = "\n".join(emit_cpp.emit_check_fn(ops(text)["PoolOp"])[0])
     assert '{"kernel_size", "stride", "padding", nullptr}' in check
-    assert "c10::fromIntArrayRefSlow(padding), c10::SymIntArrayRef()}" in check
+    assert 'tileops::check::sym_ints(kOp, "padding", padding), c10::SymIntArrayRef()}' in check
     check = "\n".join(emit_cpp.emit_check_fn(ops()["AdaptiveOp"])[0])
     assert ('s.pooled_output = tileops::check::adaptive_pool_shape(kOp, "input", input.sym_sizes(), 2, '
-            '"output_size", c10::fromIntArrayRefSlow(output_size));') in check
+            '"output_size", tileops::check::sym_ints(kOp, "output_size", output_size));') in check
 
 
 @pytest.mark.parametrize("edit,message", [

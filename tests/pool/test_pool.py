@@ -91,6 +91,8 @@ def test_max_pool_propagates_nan_and_pads_with_minus_infinity():
     ("avg_pool2d", {"kernel_size": 6}, "output size is too small"),
     ("max_pool3d", {"kernel_size": [2, 2, 9]}, "output size is too small"),
     ("max_pool2d", {"kernel_size": 3, "dilation": 4}, "output size is too small"),
+    # d(k-1)+1 past int64 gave a wrapped-around output shape
+    ("max_pool2d", {"kernel_size": 3, "dilation": 2**63 - 1}, r"argument 'dilation' must be below 2\^31"),
     ("avg_pool2d", {"kernel_size": [2, 2, 2]}, "argument 'kernel_size' must be a single int or 2 ints"),
     ("avg_pool3d", {"kernel_size": [2, 2]}, "argument 'kernel_size' must be a single int or 3 ints"),
     ("avg_pool1d", {"kernel_size": [2, 2]}, "argument 'kernel_size' must be a single int"),
@@ -109,6 +111,28 @@ def test_bad_params_are_refused_as_torch_refuses_them(stem, bad, what):
         call(pool, x, bad)
     with pytest.raises(RuntimeError, match=f"tileops::{pool.name}: .*{what}"):
         call(pool, x.to("meta"), bad)  # the Meta kernel refuses alike
+
+
+def test_params_from_2_to_the_31_are_refused_where_torch_wraps():
+    # torch's max_pool1d with dilation 2^62 gives 3 outputs (its int arithmetic wraps); here no param
+    # reaches the shape arithmetic unless it is below 2^31, on real and on fake tensors.
+    x = torch.randn(2, 3, 5)
+    for name, value in (("dilation", 2**62), ("stride", 2**31), ("kernel_size", 2**40)):
+        params = {"kernel_size": 2, name: value}
+        for t in (x, x.to("meta")):
+            with pytest.raises(RuntimeError, match=rf"tileops::pool_max_pool1d_fwd: argument '{name}' must be below 2\^31"):
+                call(BY_STEM["max_pool1d"], t, params)
+
+
+@pytest.mark.parametrize("stem,params", [("max_pool2d", {"kernel_size": [-2**63]}),
+                                         ("avg_pool3d", {"kernel_size": 2, "padding": [0, -2**63, 0]}),
+                                         ("adaptive_avg_pool2d", {"output_size": [-2**63, 2]})])
+def test_ints_c10_cannot_hold_are_refused_naming_the_op(stem, params):
+    pool = BY_STEM[stem]
+    x = sample((2, 3, *([5] * pool.rank)), pool.dtypes[-1])
+    name = next(iter(params)) if stem != "avg_pool3d" else "padding"
+    with pytest.raises(RuntimeError, match=rf"tileops::{pool.name}: argument '{name}' must hold ints above -2\^62"):
+        call(pool, x, params)
 
 
 def test_divisor_override_zero_is_refused_before_any_work():
