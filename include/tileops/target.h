@@ -63,6 +63,10 @@ struct KernelBuilder {
 
 using Detector = std::function<bool(const c10::Device& device)>;
 
+// A pending kernel is built and compile-checked but not yet verified on its device: it serves a
+// call only when its target is named (target=, a process default), never one the target detected.
+enum class KernelStatus { kVerified, kPending };
+
 // Collects one target's detector and kernels, then publishes them all at once (commit) or nothing.
 class TargetRegistration {
  public:
@@ -70,7 +74,11 @@ class TargetRegistration {
   TargetRegistration& detector(Detector d);
   // A fallback target serves the devices its detector claims only when no other target claims them.
   TargetRegistration& fallback(bool is_fallback = true);
-  TargetRegistration& kernel(std::string_view op_class_or_name, KernelBuilder builder);
+  TargetRegistration& kernel(std::string_view op_class_or_name, KernelBuilder builder,
+                             KernelStatus status = KernelStatus::kVerified);
+  // A backstop serves, on any device, the calls whose detected target has no verified kernel for
+  // the op (the in-tree reference: ATen runs on every device), so an op never fails for want of one.
+  TargetRegistration& backstop(bool is_backstop = true);
   // Validates (name free and well-formed, ops known, no op twice, builders complete) and publishes
   // atomically. Throws c10::Error naming the target and the problem; nothing is published then.
   void commit();
@@ -82,7 +90,13 @@ class TargetRegistration {
   std::string name_;
   Detector detector_;
   bool fallback_ = false;
-  std::vector<std::pair<std::string, KernelBuilder>> kernels_;
+  bool backstop_ = false;
+  struct Entry {
+    std::string op;
+    KernelBuilder builder;
+    KernelStatus status;
+  };
+  std::vector<Entry> kernels_;
   std::string deferred_error_;
 };
 

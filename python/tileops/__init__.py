@@ -33,7 +33,8 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 __all__ = ["load", "load_backend", "library_path", "build_record", "check_torch_abi", "counters", "reset_counters", "clear_kernel_caches",
-           "target_names", "set_default_target", "default_target", "op_table", "enable_autograd", "autograd_enabled",
+           "target_names", "set_default_target", "default_target", "op_table", "pending", "enable_autograd",
+           "autograd_enabled",
            "patch", "unpatch", "patched"]
 
 _lib: ctypes.CDLL | None = None
@@ -114,8 +115,8 @@ def load(path: str | None = None) -> ctypes.CDLL:
     mismatch = lib.tileops_abi_mismatch().decode()
     if mismatch:  # the library's own check of the loaded libtorch
         raise RuntimeError(f"tileops: {mismatch}")
-    for name in ("tileops_op_table_json", "tileops_target_names", "tileops_set_default_target",
-                 "tileops_default_target", "tileops_take_registration_errors"):
+    for name in ("tileops_op_table_json", "tileops_serving_json", "tileops_target_names",
+                 "tileops_set_default_target", "tileops_default_target", "tileops_take_registration_errors"):
         getattr(lib, name).restype = ctypes.c_char_p
     lib.tileops_counter.restype = ctypes.c_int64
     lib.tileops_counter.argtypes = [ctypes.c_char_p]
@@ -188,8 +189,20 @@ def autograd_enabled() -> bool:
 
 
 def op_table() -> list[dict]:
-    """Every manifest entry as the library was generated from it."""
-    return json.loads(load().tileops_op_table_json().decode())
+    """Every manifest entry as the library was generated from it, with "serving": the target that
+    serves it on CPU and on CUDA when a call names none ({"cpu": "reference", "cuda": "nvrtc"}; the
+    reference where the CUDA kernel is missing or pending) and the targets holding a pending kernel."""
+    lib = load()
+    table = json.loads(lib.tileops_op_table_json().decode())
+    for entry, serving in zip(table, json.loads(lib.tileops_serving_json().decode()), strict=True):
+        entry["serving"] = serving
+    return table
+
+
+def pending() -> list[tuple[str, str]]:
+    """(op class, target) for every kernel that is built but not yet verified on its device: it
+    runs only with target=<that target>; `python -m tileops.pending` prints them."""
+    return [(e["class"], t) for e in op_table() for t in e["serving"]["pending"]]
 
 
 def patch(model, **switches):

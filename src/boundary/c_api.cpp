@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "boundary/runtime.h"
 #include "jit/kernel_record.h"
 #include "targets/nvrtc/offline_plan.h"
 #include "tileops/ops.h"
@@ -47,6 +48,13 @@ std::string joined(const std::vector<std::string>& v) {
 extern "C" {
 
 __attribute__((visibility("default"))) const char* tileops_op_table_json() { return tileops::op_table_json(); }
+
+// Valid until the next call on any thread (a thread-local copy): the Python loader copies it at once.
+__attribute__((visibility("default"))) const char* tileops_serving_json() {
+  static thread_local std::string json;
+  json = tileops::runtime::serving_json();
+  return json.c_str();
+}
 
 __attribute__((visibility("default"))) int64_t tileops_counter(const char* name) {
   const auto s = tileops::runtime_stats();

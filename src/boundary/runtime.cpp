@@ -55,6 +55,17 @@ const Target* detect(const Snapshot& snap, const OpCall& call) {
   fail_target(call, "no target serves device " + call.device.str() + " (registered: " + registry::names_of(snap) + ")");
 }
 
+// The first backstop target with a verified kernel for the op, or null.
+const Target* backstop_for(const Snapshot& snap, int op_id) {
+  for (const auto& t : snap.targets) {
+    const auto& ok = t->ops[op_id];
+    if (t->backstop && ok && !ok->pending) return t.get();
+  }
+  return nullptr;
+}
+
+// A named target (target=, process default) serves whatever it has, pending kernels included; a
+// detected one only its verified kernels, the backstop (the reference, ATen) the rest (§6).
 const Target* resolve(const Snapshot& snap, const OpCall& call, const std::optional<c10::string_view>& name) {
   if (name.has_value()) {
     const Target* t = registry::find(snap, *name);
@@ -63,7 +74,13 @@ const Target* resolve(const Snapshot& snap, const OpCall& call, const std::optio
     return t;
   }
   if (snap.default_target) return snap.default_target;
-  return detect(snap, call);
+  const Target* t = detect(snap, call);
+  const auto& ok = t->ops[call.op_id];
+  if (ok && !ok->pending) return t;
+  if (const Target* b = backstop_for(snap, call.op_id)) return b;
+  if (ok) fail_target(call, "target '" + t->name + "' has only a pending kernel for this op (not yet verified on " +
+                                "this device); pass target='" + t->name + "' to run it");
+  return t;  // no kernel anywhere: the caller names the targets that have one
 }
 
 // Stream capture forbids what a build does (compile, module load, allocation): refuse before it.
@@ -152,6 +169,36 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
   } catch (const std::exception& e) {
     TORCH_CHECK(false, call.op_name, " (target '", target->name, "'): ", e.what());
   }
+}
+
+std::string serving_json() {
+  const registry::Pin pin;
+  const Snapshot& snap = *pin;
+  const auto table = op_table();
+  std::string out = "[";
+  for (size_t id = 0; id < table.size(); ++id) {
+    out += id ? ",{" : "{";
+    for (const c10::Device device : {c10::Device(c10::kCPU), c10::Device(c10::kCUDA, 0)}) {
+      const OpCall call{static_cast<int>(id), table[id].name, device, {}, {}, {}};
+      std::string who = "null";
+      try {
+        const Target* t = resolve(snap, call, std::nullopt);
+        if (t->ops[id]) who = "\"" + t->name + "\"";
+      } catch (const c10::Error&) {  // no target, or only a pending kernel: nothing serves by default
+      }
+      out += std::string(device.is_cuda() ? "\"cuda\":" : "\"cpu\":") + who + ",";
+    }
+    out += "\"pending\":[";
+    bool first = true;
+    for (const auto& t : snap.targets) {
+      if (t->ops[id] && t->ops[id]->pending) {
+        out += (first ? "\"" : ",\"") + t->name + "\"";
+        first = false;
+      }
+    }
+    out += "]}";
+  }
+  return out + "]";
 }
 
 at::Tensor empty(c10::SymIntArrayRef sizes, const at::TensorOptions& options) {

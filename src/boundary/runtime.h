@@ -13,6 +13,10 @@ namespace tileops::runtime {
 
 // checks done -> resolve target -> identity -> cache lookup (-> build) -> launch.
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target);
+// Which target serves each op on CPU and on CUDA when a call names none, and which targets hold a
+// pending kernel for it: a JSON array in op-table order ({"cpu": "reference", "cuda": "nvrtc",
+// "pending": []}; null where nothing serves the device).
+std::string serving_json();
 
 // A contiguous output (torch.empty's result). CUDA tensors of concrete sizes come straight from
 // the device's allocator, as ATen's own kernels allocate theirs; anything else goes through at::empty.

@@ -14,10 +14,11 @@ void register_builtin_targets() {
   TargetRegistration nvrtc("nvrtc");
   nvrtc.fallback().detector([](const c10::Device& d) { return d.is_cuda(); });
   TargetRegistration reference("reference");
-  reference.fallback().detector([](const c10::Device& d) { return d.is_cpu(); });
+  // ATen runs on every device: the reference serves CUDA calls of ops whose nvrtc kernel is missing or pending.
+  reference.fallback().backstop().detector([](const c10::Device& d) { return d.is_cpu(); });
   for (const BuiltinKernel& k : builtin_kernels()) {
     TargetRegistration& r = std::string_view(k.target) == "nvrtc" ? nvrtc : reference;
-    r.kernel(k.op, k.make());
+    r.kernel(k.op, k.make(), k.status);
   }
   nvrtc.commit();
   reference.commit();

@@ -173,8 +173,9 @@ struct RegistryAccess {
     target->name = name;
     target->detector = r.detector_;
     target->fallback = r.fallback_;
+    target->backstop = r.backstop_;
     target->ops.resize(table.size());
-    for (auto& [op_name, builder] : r.kernels_) {
+    for (auto& [op_name, builder, status] : r.kernels_) {
       const OpInfo* info = find_op(op_name);
       TORCH_CHECK(info != nullptr, "tileops: registering target '", name, "' failed: unknown op '", op_name,
                   "' (not in the op table); nothing of it was registered");
@@ -186,6 +187,7 @@ struct RegistryAccess {
       auto ok = std::make_shared<OpKernels>();
       ok->target = name;
       ok->builder = builder;
+      ok->pending = status == KernelStatus::kPending;
       target->ops[id] = std::move(ok);
     }
     std::lock_guard<std::mutex> lock(g_write_mu);
@@ -210,8 +212,13 @@ TargetRegistration& TargetRegistration::fallback(bool is_fallback) {
   return *this;
 }
 
-TargetRegistration& TargetRegistration::kernel(std::string_view op, KernelBuilder builder) {
-  kernels_.emplace_back(std::string(op), std::move(builder));
+TargetRegistration& TargetRegistration::kernel(std::string_view op, KernelBuilder builder, KernelStatus status) {
+  kernels_.push_back({std::string(op), std::move(builder), status});
+  return *this;
+}
+
+TargetRegistration& TargetRegistration::backstop(bool is_backstop) {
+  backstop_ = is_backstop;
   return *this;
 }
 

@@ -30,6 +30,7 @@ struct CacheKeyHash {
 struct OpKernels {
   std::string target;
   KernelBuilder builder;
+  bool pending = false;  // KernelStatus::kPending: served only when the target is named
   mutable std::shared_mutex mu;  // readers: cache hits; writers: inserts after a build
   std::unordered_map<CacheKey, std::shared_ptr<const Kernel>, CacheKeyHash> kernels;
   std::mutex build_mu;  // one build at a time per (target, op): two threads missing build once
@@ -39,6 +40,7 @@ struct Target {
   std::string name;
   Detector detector;
   bool fallback = false;
+  bool backstop = false;
   std::vector<std::shared_ptr<OpKernels>> ops;  // indexed by op id; null where the target has no kernel
 };
 

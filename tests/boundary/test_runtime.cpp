@@ -121,6 +121,32 @@ TEST(Registry, TargetWithoutABuilderForTheOp) {
   EXPECT_CONTAINS(err, "target 'empty_target' has no kernel for this op (targets that do: 'nvrtc', 'reference')");
 }
 
+// A detected target without a verified kernel for the op hands the call to the backstop (the
+// reference); a pending kernel runs only when its target is named.
+TEST(Registry, PendingKernelRunsOnlyWhenItsTargetIsNamed) {
+  ScopedTarget a{"pending_cpu"};
+  tileops::TargetRegistration ra("pending_cpu");
+  ra.detector([](const c10::Device& d) { return d.is_cpu(); })
+      .kernel("RMSNormFwdOp", fill_builder(7), tileops::KernelStatus::kPending)
+      .commit();
+  const at::Tensor x = at::randn({2, 4});
+  EXPECT_TRUE(at::allclose(rms_norm(x), rms_norm(x, "reference")));
+  EXPECT_TRUE(at::equal(rms_norm(x, "pending_cpu"), at::full({2, 4}, 7.0)));
+  tileops::set_default_target("pending_cpu");  // a process default names it too
+  const at::Tensor by_default = rms_norm(x);
+  tileops::set_default_target(std::nullopt);
+  EXPECT_TRUE(at::equal(by_default, at::full({2, 4}, 7.0)));
+}
+
+TEST(Registry, DetectedTargetWithoutTheOpFallsToTheBackstop) {
+  ScopedTarget a{"claims_cpu_no_ops"};
+  tileops::TargetRegistration("claims_cpu_no_ops").detector([](const c10::Device& d) { return d.is_cpu(); }).commit();
+  const at::Tensor x = at::randn({2, 4});
+  EXPECT_TRUE(at::allclose(rms_norm(x), rms_norm(x, "reference")));
+  const std::string err = error_of([&] { rms_norm(x, "claims_cpu_no_ops"); });  // named: no fallback
+  EXPECT_CONTAINS(err, "target 'claims_cpu_no_ops' has no kernel for this op");
+}
+
 TEST(Registry, HalfFailedRegistrationIsRolledBackWhole) {
   const auto before = tileops::target_names();
   tileops::TargetRegistration r("half_target");

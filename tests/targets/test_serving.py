@@ -1,0 +1,24 @@
+"""Who serves each op when a call names no target (docs/CONTRACT.md §6): op_table()'s "serving"
+and the pending list."""
+import subprocess
+import sys
+
+import tileops
+
+# Ops whose CUDA calls run on the reference (ATen) because no kernel of ours exists yet.
+REFERENCE_ON_CUDA = set()
+
+
+def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
+    table = tileops.op_table()
+    for e in (e for e in table if e["has_boundary"]):
+        assert e["serving"]["cpu"] == "reference", e["class"]
+        assert e["serving"]["cuda"] in ("nvrtc", "reference"), e["class"]
+        # the reference serves CUDA only where nvrtc has no verified kernel
+        assert (e["serving"]["cuda"] == "reference") == (e["class"] in REFERENCE_ON_CUDA or
+                                                       "nvrtc" in e["serving"]["pending"])
+
+
+def test_pending_module_prints_the_pending_list():
+    r = subprocess.run([sys.executable, "-m", "tileops.pending"], capture_output=True, text=True, check=True)
+    assert r.stdout.splitlines() == [f"{c}\t{t}" for c, t in tileops.pending()]
