@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from . import library_path, load
+from . import library_path, load, op_table
 
 __all__ = ["program_path", "run", "workload_calls", "plan_workloads", "run_workloads", "main"]
 
@@ -105,6 +105,14 @@ def plan_workloads(devices: tuple[str, ...], ops: tuple[str, ...] = ()) -> list[
     on each named device or arch: each call goes through the op's checks with CPU tensors, and the
     nvrtc target plans it for that device without one. Raises ValueError for an unknown name."""
     lib, calls, lines = _lib(), workload_calls(ops), []
+    # Ops that CUDA serves through the reference (ATen: no kernel of ours, or only a pending one) have
+    # nothing to build ahead.
+    ours = {e["class"] for e in op_table() if e["serving"]["cuda"] == "nvrtc"}
+    skipped = sorted({c["op_class"] for c in calls} - ours)
+    if ops and skipped:
+        raise ValueError(f"tileops.warmup: {', '.join(skipped)} run on CUDA through the reference target (ATen): "
+                         "no kernel to build ahead")
+    calls = [c for c in calls if c["op_class"] in ours]
     for device in devices:
         err = lib.tileops_begin_offline_plan(device.encode()).decode()
         if err:

@@ -37,6 +37,12 @@ def test_every_workload_call_plans_on_named_devices():
     assert kernel_names(warmup.plan_workloads(("h200",), OPS)) != kernel_names(warmup.plan_workloads(("a100",), OPS))
 
 
+def test_ops_served_by_the_reference_on_cuda_have_nothing_to_plan():
+    with pytest.raises(ValueError, match=r"BmmFwdOp run on CUDA through the reference target \(ATen\)"):
+        warmup.plan_workloads(("h200",), ("BmmFwdOp",))
+    assert not [ln for ln in warmup.plan_workloads(("h200",)) if "bmm" in ln]
+
+
 def test_workload_warmup_fills_an_image_cache_for_sm_90a_without_a_gpu(tmp_path):
     image = tmp_path / "image"
     t0 = time.monotonic()
