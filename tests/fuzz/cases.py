@@ -22,7 +22,7 @@ OTHER_DTYPES = (torch.float64, torch.int32, torch.int64, torch.uint8, torch.bool
 TOL = {torch.float32: 4e-5, torch.float16: 8e-3, torch.bfloat16: 6.4e-2}
 ROPE_COMBOS = {(torch.float16, torch.float16), (torch.float16, torch.float32), (torch.bfloat16, torch.bfloat16),
                (torch.bfloat16, torch.float32), (torch.float32, torch.float32)}
-HUGE_ROWS = 2 ** 30  # an expanded view this tall is over the copy limit for any row of 32+ bytes
+HUGE_ROWS = 2 ** 30 + 1  # an expanded view this tall is over the copy limit (2^35 bytes) for any row of 32+ bytes
 
 
 @dataclasses.dataclass
