@@ -68,6 +68,8 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <cmath>
+#include <limits>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -126,6 +128,16 @@ at::Tensor div_ref(In x, Ps p) {
   return at::div(x[0], x[1], mode);
 }
 
+// torch.clamp with Scalar bounds: a NaN bound gives NaN everywhere (torch 2.14, and CUDA), which
+// torch 2.11's CPU kernel skips when the other bound is None.
+at::Tensor clamp_ref(In x, Ps p) {
+  const auto lo = p.opt(0), hi = p.opt(1);
+  at::Tensor y = at::clamp(x[0], lo, hi);
+  auto nan = [](const std::optional<at::Scalar>& b) { return b && b->isFloatingPoint() && std::isnan(b->toDouble()); };
+  if (y.is_floating_point() && (nan(lo) || nan(hi))) y.fill_(std::numeric_limits<double>::quiet_NaN());
+  return y;
+}
+
 // class -> ref_api. A manifest entry without a line here has no reference kernel (a test lists them).
 const std::unordered_map<std::string_view, RefFn>& refs() {
   static const std::unordered_map<std::string_view, RefFn> m = {
@@ -134,7 +146,7 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"ExpFwdOp", [](In x, Ps) { return at::exp(x[0]); }},
       {"SqrtFwdOp", [](In x, Ps) { return at::sqrt(x[0]); }},
       {"WhereFwdOp", [](In x, Ps) { return at::where(x[0], x[1], x[2]); }},
-      {"ClampScalarFwdOp", [](In x, Ps p) { return at::clamp(x[0], p.opt(0), p.opt(1)); }},
+      {"ClampScalarFwdOp", clamp_ref},
       {"ClampMinFwdOp", [](In x, Ps p) { return at::clamp_min(x[0], p[0]); }},
       {"ClampMaxFwdOp", [](In x, Ps p) { return at::clamp_max(x[0], p[0]); }},
       {"NanToNumFwdOp", [](In x, Ps p) { return at::nan_to_num(x[0], p.real(0), p.real(1), p.real(2)); }},
