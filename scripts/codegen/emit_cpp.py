@@ -147,6 +147,9 @@ class Env:
             return f"c10::SymInt(int64_t{{{node.value}}})"
         if isinstance(node, exprs.Name):
             return self.name(node.id)
+        if isinstance(node, exprs.Call) and node.fn == "select":
+            flag, yes, no = node.args
+            return f"({flag.id} ? {self.expr(yes)} : {self.expr(no)})"
         if isinstance(node, exprs.Call):
             arg = node.args[0].id
             return {
@@ -394,7 +397,7 @@ def emit_rule(op: Op, env: Env, rule) -> list[str]:
     lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
     # The values of the int params and the dims of the shapes the rule names, after its two sides.
     values = [f"tileops::check::describe_param({cpp_str(p.name)}, {p.name})" for p in op.params
-              if p.name in used and p.type == "int" and not p.nullable]
+              if p.name in used and p.type in ("int", "bool") and not p.nullable]  # bool: a select() flag
     values += [f"tileops::check::describe_param({cpp_str(n)}, {env.symbols[n]})" for n in sorted(used & set(env.symbols))]
     where = ' + ", " + '.join(values) or "std::string()"
     return ["{", f"  const c10::SymInt lhs = {lhs};", f"  const c10::SymInt rhs = {rhs};",

@@ -14,7 +14,8 @@
   term   := atom (('*'|'//'|'%') atom)*
   atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 
-Functions: len(int[] param), prod(int[] param), ndim(tensor), numel(tensor), elem_size(tensor).
+Functions: len(int[] param), prod(int[] param), ndim(tensor), numel(tensor), elem_size(tensor),
+select(bool param, expr, expr) (the first expr when the param is true: GEMM's transpose flags).
 Values are immutable records; nothing here knows about C++.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-FUNCTIONS = {"len", "prod", "ndim", "numel", "elem_size"}
+FUNCTIONS = {"len", "prod", "ndim", "numel", "elem_size", "select"}
 COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 
 
@@ -335,6 +336,16 @@ def parse_shape(text: str):
     if any(isinstance(d, Ellipsis_) for d in dims[1:-1]):
         raise ExprError(f"'...' must be the first or the last dim: '{text}'")
     return ShapeList(tuple(dims))
+
+
+def select_flags(node) -> set[str]:
+    """The bool params that select() calls in an expression choose by."""
+    if isinstance(node, Call):
+        own = {node.args[0].id} if node.fn == "select" and node.args and isinstance(node.args[0], Name) else set()
+        return own.union(*(select_flags(a) for a in node.args))
+    if isinstance(node, (Bin, Cmp)):
+        return select_flags(node.lhs) | select_flags(node.rhs)
+    return set()
 
 
 def names_in(node) -> set[str]:

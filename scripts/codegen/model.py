@@ -598,6 +598,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     plain_int_params = {p.name for p in params if p.type == "int" and not p.nullable}
     float_params = {p.name for p in params if p.type == "float" and not p.nullable}
     list_params = {p.name for p in params if p.type == "int[]"}
+    bool_params = frozenset(p.name for p in params if p.type == "bool" and not p.nullable)
     symbols: set[str] = set()
     for inp in inputs:
         if isinstance(inp.shape, exprs.ShapeList):
@@ -619,7 +620,10 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                 if isinstance(d, exprs.Splice) and d.param not in list_params:
                     ctx.fail(out.line, f"output '{out.name}': '*{d.param}' must splice an int[] param")
                 if not isinstance(d, (exprs.Ellipsis_, exprs.Splice)):
-                    unknown = exprs.names_in(d) - symbols - int_params
+                    for call in _calls(d):
+                        if call.fn == "select":
+                            _check_select(ctx, call, out.line, bool_params, f"output '{out.name}'")
+                    unknown = exprs.names_in(d) - symbols - int_params - exprs.select_flags(d)
                     if unknown:
                         ctx.fail(out.line, f"output '{out.name}': shape names {sorted(unknown)} that no input "
                                            "shape binds and no int param provides")
@@ -654,7 +658,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                                    "float params or int params by + - * (no dims, calls, // % or 'or')")
             else:
                 _check_names(ctx, cond, line, symbols | int_params, list_params, set(input_names),
-                             f"shape rule '{text}'")
+                             f"shape rule '{text}'", bool_params)
         rules.append(Rule(node, str(text), line))
 
     combos = _dtype_combos(ctx, sig, inputs)
@@ -803,16 +807,27 @@ def _check_pooled(ctx, line, name, shape, inputs, params):
         rank = p.length
 
 
-def _check_names(ctx, node, line, scalars, lists, tensors, what):
+def _check_names(ctx, node, line, scalars, lists, tensors, what, flags=frozenset()):
     for n in _bare_names(node):
         if n not in scalars:
             ctx.fail(line, f"{what}: '{n}' is not an int param or a dim bound by an input shape")
     for call in _calls(node):
+        if call.fn == "select":
+            _check_select(ctx, call, line, flags, what)
+            for a in call.args[1:]:
+                _check_names(ctx, a, line, scalars, lists, tensors, what, flags)
+            continue
         arg = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], exprs.Name) else None
         want = lists if call.fn in ("len", "prod") else tensors
         if arg is None or arg.id not in want:
             kind = "an int[] param" if call.fn in ("len", "prod") else "a tensor input"
             ctx.fail(line, f"{what}: {call.fn}() takes {kind}")
+
+
+def _check_select(ctx, call, line, flags, what):
+    if len(call.args) != 3 or not isinstance(call.args[0], exprs.Name) or call.args[0].id not in flags:
+        ctx.fail(line, f"{what}: select() takes a bool param, then the value when it is true, then the value "
+                       f"when it is false: '{exprs.render(call)}'")
 
 
 def _bare_names(node):
