@@ -1,5 +1,5 @@
 """Cold-compile contract entries of the position family (see tests/compile_contract.py). Only the
-RoPE ops (3-D and flat) have a boundary: AlibiFwdOp/SinusoidalFwdOp have no tensor inputs,
+RoPE ops (3-D, flat and position ids) have a boundary: AlibiFwdOp/SinusoidalFwdOp have no tensor inputs,
 QKNormRopeFwdOp is composite."""
 import torch
 
@@ -30,7 +30,15 @@ def _rope_flat(name):
     return make
 
 
+def _rope_position_ids(device):
+    import tileops.position as pos
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    x = torch.randn(8, 4, 64, device=device, dtype=dtype)
+    return pos.RopeNeoxPositionIdsFwdOp(max_position=16, rotary_dim=32), (x, torch.arange(8, device=device) * 2)
+
+
 CONTRACT = {
+    "RopeNeoxPositionIdsFwdOp": _rope_position_ids,
     "RopeNeoxFwdOp": _rope("RopeNeoxFwdOp"),
     "RopeNonNeoxFwdOp": _rope("RopeNonNeoxFwdOp"),
     "RopeNeoxFlatFwdOp": _rope_flat("RopeNeoxFlatFwdOp"),
