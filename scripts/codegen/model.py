@@ -6,6 +6,7 @@ Nothing here writes files or knows about C++.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -427,6 +428,9 @@ def _param(ctx: _Ctx, name: str, spec, line: int) -> Param:
             ctx.fail(spec.line_of("default"), f"param '{name}': default null needs a nullable type '{base}?'")
         if default is not None and not ok(default):
             ctx.fail(spec.line_of("default"), f"param '{name}': default {default!r} is not a {base}")
+        if isinstance(default, float) and not math.isfinite(default):  # torch's schema parser takes no inf/nan
+            ctx.fail(spec.line_of("default"), f"param '{name}': default {default!r} is not finite; make the param "
+                                              f"'{base}?' with default null and say what None means")
         if isinstance(default, list):
             default = tuple(default)
     choices = spec.get("choices")
