@@ -20,7 +20,38 @@ def _decode(device):
                                     torch.randn(b, h, p, n, device=device))
 
 
+def _da_cumsum(device):
+    import tileops.mamba as mamba
+    return mamba.DaCumsumFwdOp(chunk_len=4, dtype=torch.bfloat16, dt_softplus=True), (
+        torch.randn(2, 8, 3, device=device), -torch.rand(3, device=device), torch.randn(3, device=device))
+
+
+def _chunk_state(device):
+    import tileops.mamba as mamba
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    b, nc, q, h, p, n = 2, 2, 4, 4, 3, 5
+    return mamba.SSDChunkStateFwdOp(), (torch.randn(b, nc * q, h, p, device=device, dtype=dtype),
+                                        torch.randn(b, nc * q, 2, n, device=device, dtype=dtype),
+                                        torch.rand(b, h, nc, q, device=device).to(dtype),
+                                        -torch.rand(b, h, nc, q, device=device).cumsum(-1), None)
+
+
+def _chunk_scan(device):
+    import tileops.mamba as mamba
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    b, nc, q, h, p, n = 2, 2, 4, 4, 3, 5
+    return mamba.SSDChunkScanFwdOp(), (torch.randn(b, nc * q, h, p, device=device, dtype=dtype),
+                                       torch.randn(b, nc, 2, q, q, device=device, dtype=dtype),
+                                       -torch.rand(b, h, nc, q, device=device).cumsum(-1),
+                                       torch.randn(b, nc * q, 2, n, device=device, dtype=dtype),
+                                       torch.randn(b, nc, h, p, n, device=device),
+                                       torch.rand(b, h, nc, q, device=device).to(dtype))
+
+
 CONTRACT = {
+    "DaCumsumFwdOp": _da_cumsum,
+    "SSDChunkStateFwdOp": _chunk_state,
+    "SSDChunkScanFwdOp": _chunk_scan,
     "SSDStatePassingFwdOp": _state_passing,
     "SSDDecodeFwdOp": _decode,
 }

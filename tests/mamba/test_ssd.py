@@ -91,3 +91,113 @@ def test_state_passing_refuses_mismatched_chunks():
     with pytest.raises(RuntimeError, match=r"tileops::mamba_ssd_state_passing_fwd: 'da_chunk_cumsum' must have shape "
                                            r"\[B, H, NC\]"):
         ops.mamba_ssd_state_passing_fwd(torch.randn(1, 4, 2, 8), torch.zeros(1, 2, 3), None)
+
+
+# ---- DaCumsumFwdOp, SSDChunkStateFwdOp, SSDChunkScanFwdOp ----------------------------------------
+
+def float64_da_cumsum(dt, a, bias, softplus, lo, hi, chunk):
+    d = dt.double() + (0 if bias is None else bias.double())
+    if softplus:
+        d = torch.where(d > 20, d, torch.log1p(torch.exp(d)))
+    d = d.clamp(min=lo) if hi is None else d.clamp(lo, hi)
+    b, s, h = d.shape
+    per_chunk = d.reshape(b, s // chunk, chunk, h).permute(0, 3, 1, 2)  # [B, H, NC, Q]
+    sums = torch.zeros_like(per_chunk)
+    running = torch.zeros_like(per_chunk[..., 0])
+    for q in range(chunk):
+        running = running + per_chunk[..., q] * a.double()[None, :, None]
+        sums[..., q] = running
+    return per_chunk, sums
+
+
+@pytest.mark.parametrize("bias,softplus,lo,hi,dtype", [
+    (False, False, 0.0, None, None), (True, True, 0.0, None, torch.float16), (True, True, 0.05, 0.5, torch.bfloat16)])
+def test_da_cumsum_matches_a_float64_prefix_sum(bias, softplus, lo, hi, dtype):
+    dt, a = torch.randn(2, 24, 3) * 5, -torch.rand(3)
+    b = torch.randn(3) if bias else None
+    dt_out, da = ops.mamba_da_cumsum_fwd(dt, a, b, 8, dtype=dtype, dt_softplus=softplus, dt_min=lo, dt_max=hi)
+    want_dt, want_da = float64_da_cumsum(dt, a, b, softplus, lo, hi, 8)
+    assert dt_out.dtype == (dtype or torch.float32) and dt_out.shape == da.shape == (2, 3, 3, 8)
+    torch.testing.assert_close(dt_out.double(), want_dt.to(dt_out.dtype).double(), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(da.double(), want_da, rtol=1e-5, atol=1e-5)
+
+
+def test_da_cumsum_refuses_a_sequence_that_is_not_whole_chunks():
+    with pytest.raises(ValueError, match=r"tileops::mamba_da_cumsum_fwd: .*S % chunk_len == 0"):
+        ops.mamba_da_cumsum_fwd(torch.zeros(1, 10, 2), torch.zeros(2), None, 4)
+
+
+def heads_of(t, heads):  # [..., G, N] -> [..., H, N], heads // G consecutive heads per group
+    return t.repeat_interleave(heads // t.shape[-2], dim=-2)
+
+
+def float64_chunk_state(x, bmat, dt, da, seq_idx):
+    b, s, h, p = x.shape
+    _, _, nc, q = dt.shape
+    bh = heads_of(bmat.double(), h)
+    states = torch.zeros(b, nc, h, p, bmat.shape[-1], dtype=torch.float64)
+    for c in range(nc):
+        for i in range(q):
+            pos = c * q + i
+            w = torch.exp(torch.clamp(da[:, :, c, -1].double() - da[:, :, c, i].double(), max=0)) * dt[:, :, c, i].double()
+            if seq_idx is not None:
+                last = seq_idx[:, c * q + q - 1]
+                w = w * ((last >= 0) & (seq_idx[:, pos] == last)).double()[:, None]
+            states[:, c] += w[:, :, None, None] * x[:, pos].double()[..., None] * bh[:, pos][:, :, None, :]
+    return states
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("with_seq_idx", [False, True])
+def test_chunk_state_matches_a_float64_sum_over_each_chunk(groups, with_seq_idx):
+    b, nc, q, h, p, n = 2, 3, 4, 4, 3, 5
+    x = torch.randn(b, nc * q, h, p, dtype=torch.bfloat16)
+    bmat = torch.randn(b, nc * q, groups, n, dtype=torch.bfloat16)
+    dt = (torch.rand(b, h, nc, q) * 0.5).to(torch.bfloat16)
+    da = -torch.rand(b, h, nc, q).cumsum(-1)
+    seq_idx = None
+    if with_seq_idx:  # sequence 0, then 1 from mid chunk 1, and a -1 pad chunk at the end of batch 1
+        seq_idx = torch.zeros(b, nc * q, dtype=torch.int32)
+        seq_idx[:, 6:] = 1
+        seq_idx[1, 8:] = -1
+    got = ops.mamba_ssd_chunk_state_fwd(x, bmat, dt, da, seq_idx)
+    torch.testing.assert_close(got.double(), float64_chunk_state(x, bmat, dt, da, seq_idx), rtol=1e-5, atol=1e-5)
+    if with_seq_idx:
+        assert torch.equal(got[1, 2], torch.zeros_like(got[1, 2]))  # a chunk of padding holds no state
+
+
+def float64_chunk_scan(x, cb, da, c, prev, dt):
+    b, s, h, p = x.shape
+    nc, q = cb.shape[1], cb.shape[3]
+    ch, y = heads_of(c.double(), h), torch.zeros(b, s, h, p, dtype=torch.float64)
+    cbh = cb.double().repeat_interleave(h // cb.shape[2], dim=2)  # [B, NC, H, Q, Q]
+    for ci in range(nc):
+        for l in range(q):
+            pos = ci * q + l
+            acc = torch.exp(da[:, :, ci, l].double())[..., None] * (ch[:, pos][:, :, None, :] * prev[:, ci].double()).sum(-1)
+            for s_ in range(l + 1):
+                w = cbh[:, ci, :, l, s_] * torch.exp(da[:, :, ci, l].double() - da[:, :, ci, s_].double()) * \
+                    dt[:, :, ci, s_].double()
+                acc = acc + w[..., None] * x[:, ci * q + s_].double()
+            y[:, pos] = acc
+    return y
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_chunk_scan_matches_a_float64_causal_sum(groups):
+    b, nc, q, h, p, n = 2, 2, 4, 4, 3, 5
+    x = torch.randn(b, nc * q, h, p, dtype=torch.float16)
+    cb = torch.randn(b, nc, groups, q, q, dtype=torch.float16)
+    da = -torch.rand(b, h, nc, q).cumsum(-1)
+    c = torch.randn(b, nc * q, groups, n, dtype=torch.float16)
+    prev = torch.randn(b, nc, h, p, n)
+    dt = (torch.rand(b, h, nc, q) * 0.5).to(torch.float16)
+    got = ops.mamba_ssd_chunk_scan_fwd(x, cb, da, c, prev, dt)
+    torch.testing.assert_close(got.double(), float64_chunk_scan(x, cb, da, c, prev, dt), rtol=1e-5, atol=1e-5)
+
+
+def test_chunk_scan_refuses_chunks_that_do_not_cover_the_sequence():
+    with pytest.raises(ValueError, match=r"tileops::mamba_ssd_chunk_scan_fwd: .*S == NC \* Q"):
+        ops.mamba_ssd_chunk_scan_fwd(torch.zeros(1, 6, 2, 2).half(), torch.zeros(1, 2, 1, 4, 4).half(),
+                                     torch.zeros(1, 2, 2, 4), torch.zeros(1, 6, 1, 3).half(),
+                                     torch.zeros(1, 2, 2, 2, 3), torch.zeros(1, 2, 2, 4).half())

@@ -6,8 +6,8 @@ import sys
 import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no kernel of ours exists yet.
-REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "RopeNeoxPositionIdsFwdOp", "SSDStatePassingFwdOp",
-                     "SSDDecodeFwdOp"}
+REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+                     "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
