@@ -1,4 +1,5 @@
-"""python -m codegen --manifests manifests/*.yaml --kernels-root src/kernels --out build/generated"""
+"""python -m codegen --manifests manifests/*.yaml --kernels-root src/kernels --targets-root src/targets
+--out build/generated"""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--manifests", nargs="+", required=True)
     ap.add_argument("--kernels-root", required=True)
+    ap.add_argument("--targets-root", help="src/targets: its kernel lines fill OPS.md's cpu/cuda columns")
     ap.add_argument("--out", required=True)
     ap.add_argument("--registration-parts", type=int, default=1,
                     help="translation units the registration is cut into (registration_<k>.cpp)")
@@ -54,7 +56,8 @@ def main(argv=None) -> int:
             "tileops_generated/elementwise.h": emit_cpp.emit_elementwise_header(ops),
             "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
             "tileops_generated/workload_calls.cpp": emit_workloads.emit(ops),
-            "docs/OPS.md": emit_docs.emit(ops),
+            "docs/OPS.md": emit_docs.emit(ops, emit_docs.collect_kernels(args.targets_root) if args.targets_root
+                                           else {}),
         })
     except (ManifestError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,15 +1,56 @@
-"""Documentation table of every op, from the model."""
+"""Documentation table of every op, from the model and the targets' kernel lines."""
 from __future__ import annotations
+
+import os
+import re
 
 from .emit_cpp import schema
 
+# TILEOPS_BUILTIN_KERNEL(<target>, <OpClass>, ...) / TILEOPS_PENDING_KERNEL(...) in src/targets (builtin.h),
+# written out or inside a file's own macro whose first argument is the class (TILEOPS_POOL_REFERENCE(...)).
+_KERNEL_LINE = re.compile(r"^TILEOPS_(BUILTIN|PENDING)_KERNEL\(\s*(\w+)\s*,\s*(\w+)\s*,", re.M)
+_DEFINE = re.compile(r"^#define (\w+)\(\s*(\w+)[^)]*\)((?:.*\\\n)*.*)", re.M)
 
-def emit(ops) -> str:
+
+def collect_kernels(targets_root: str) -> dict[str, dict[str, str]]:
+    """{op class: {target: 'verified' | 'pending'}} from the in-tree targets' registration lines."""
+    found: dict[str, dict[str, str]] = {}
+    for d, _, files in os.walk(targets_root):
+        for f in sorted(files):
+            if f.endswith(".cpp"):
+                with open(os.path.join(d, f), encoding="utf-8") as src:
+                    text = src.read()
+                lines = _KERNEL_LINE.findall(text)
+                for name, param, body in _DEFINE.findall(text):
+                    inner = re.search(rf"TILEOPS_(BUILTIN|PENDING)_KERNEL\(\s*(\w+)\s*,\s*{param}\b", body)
+                    if inner:
+                        lines += [(inner.group(1), inner.group(2), cls)
+                                  for cls in re.findall(rf"^{name}\(\s*(\w+)", text, re.M)]
+                for kind, target, cls in lines:
+                    found.setdefault(cls, {})[target] = "pending" if kind == "PENDING" else "verified"
+    return found
+
+
+def serving(kernels: dict[str, str]) -> tuple[str, str]:
+    """Who serves CPU and CUDA calls that name no target (docs/CONTRACT.md §6: the detected target's
+    verified kernel, else the reference as backstop)."""
+    cpu = "reference" if kernels.get("reference") == "verified" else "-"
+    nvrtc = kernels.get("nvrtc")
+    cuda = "nvrtc" if nvrtc == "verified" else cpu + (" (nvrtc pending)" if nvrtc == "pending" else "")
+    return cpu, cuda
+
+
+def emit(ops, kernels: dict[str, dict[str, str]]) -> str:
     rows = ["# libtileops operators (generated from manifests/; do not edit)", "",
-            "| class | status | boundary | operators | ref_api | autograd (opt-in) |", "|---|---|---|---|---|---|"]
+            "| class | status | boundary | cpu | cuda | operators | ref_api | autograd (opt-in) |",
+            "|---|---|---|---|---|---|---|---|"]
     for op in ops:
         names = "<br>".join(f"`tileops::{op.operator_name(b)}`" for b in op.branches)
-        rows.append(f"| {op.cls} | {op.status} | {'yes' if op.has_boundary else 'no'} | {names} | `{op.ref_api}` | {op.autograd or ''} |")
+        # elementwise entries: one engine per target registers every one (its loop, not a line)
+        own = kernels.get(op.cls) or ({"nvrtc": "verified", "reference": "verified"} if op.elementwise else {})
+        cpu, cuda = serving(own) if op.has_boundary else ("-", "-")
+        rows.append(f"| {op.cls} | {op.status} | {'yes' if op.has_boundary else 'no'} | {cpu} | {cuda} | {names} | "
+                    f"`{op.ref_api}` | {op.autograd or ''} |")
     rows += ["", "## Schemas", ""]
     for op in ops:
         for b in op.branches:

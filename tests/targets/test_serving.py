@@ -1,5 +1,6 @@
 """Who serves each op when a call names no target (docs/CONTRACT.md §6): op_table()'s "serving"
 and the pending list."""
+import os
 import subprocess
 import sys
 
@@ -23,3 +24,18 @@ def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
 def test_pending_module_prints_the_pending_list():
     r = subprocess.run([sys.executable, "-m", "tileops.pending"], capture_output=True, text=True, check=True)
     assert r.stdout.splitlines() == [f"{c}\t{t}" for c, t in tileops.pending()]
+
+
+def test_ops_md_says_what_the_registry_says():
+    # build/generated/docs/OPS.md is generated from the targets' kernel lines; the registry is what runs.
+    path = os.path.join(os.path.dirname(tileops.library_path()), "generated", "docs", "OPS.md")
+    rows = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            if len(cells) == 8 and cells[0].endswith("Op"):
+                rows[cells[0]] = (cells[3], cells[4])
+    for e in tileops.op_table():
+        if e["has_boundary"]:
+            cuda = e["serving"]["cuda"] + (" (nvrtc pending)" if "nvrtc" in e["serving"]["pending"] else "")
+            assert rows[e["class"]] == (e["serving"]["cpu"], cuda), e["class"]
