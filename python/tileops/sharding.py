@@ -57,6 +57,8 @@ def _spell(s: dict) -> str:
     kind = s["kind"]
     if kind == "free":
         return f"free: {s['free']}" + (f", partial: {s['partial']}" if s.get("partial") else "")
+    if s.get("combine"):
+        return f"reduce: {s['reduce']}, combine: {s['combine']}"
     if kind in ("except", "reduce"):
         return f"{kind}: {s[kind]}"
     return kind
@@ -195,16 +197,20 @@ class _Rule:
         return [[Shard(d)] * (len(self.returns) + len(present)) for d in range(n) if d != dim]
 
     def _reduce(self, op_schema, present, ndims, shapes):
-        from torch.distributed.tensor.placement_types import Shard
+        from torch.distributed.tensor.placement_types import Partial, Shard
         n = ndims[0]
+        combine = self.entry["sharding"].get("combine")
         dim = self._value(op_schema, self.entry["sharding"]["reduce"])
-        if n == 0 or dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-            return []  # every dim reduced
-        reduced = {d % n for d in ([dim] if isinstance(dim, int) else dim)}
+        every = dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)
+        if n == 0:
+            return []
+        reduced = set(range(n)) if every else {d % n for d in ([dim] if isinstance(dim, int) else dim)}
         keepdim = bool(self._value(op_schema, "keepdim")) if "keepdim" in self.arg_names else False
         rows = []
         for d in range(n):
             if d in reduced:
+                if combine:  # each rank reduces its shard; the results combine by `combine`
+                    rows.append([Partial(combine)] * len(self.returns) + [Shard(d)] * len(present))
                 continue
             od = d if keepdim else d - sum(r < d for r in reduced)
             rows.append([Shard(od)] * len(self.returns) + [Shard(d)] * len(present))

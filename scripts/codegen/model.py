@@ -49,7 +49,8 @@ ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "r
               "elementwise", "sharding"}
 # `sharding:` (docs/MANIFEST.md): which dims of a DTensor call shard without communication.
 SHARDING_KINDS = ("free", "except", "reduce", "replicate")
-SHARDING_KEYS = {"free", "partial", "except", "reduce"}
+SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine"}
+SHARDING_COMBINES = ("sum", "max", "min")  # DTensor Partial reduce ops a reduction's shards combine by
 AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
@@ -874,7 +875,8 @@ def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
                          a sum over those dims (a weight's gradient), Partial(sum) when they shard
     except: <param>      any dim but the one the int param names (softmax, scans)
     reduce: <param>      any dim the int or int[] param does not reduce (None: every dim; keepdim if
-                         present)
+                         present); with `combine: sum | max | min`, a reduced dim shards too and the
+                         output is Partial(that op): each rank reduces its shard (SumFwdOp, AmaxFwdOp)
     replicate            every tensor whole on every rank (the default: correct, gathers first)
     An elementwise entry shards as torch's pointwise ops do (broadcasting) and takes no `sharding:`."""
     if "sharding" not in entry:
@@ -894,6 +896,9 @@ def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
     if len(kinds) != 1:
         ctx.fail(line, "sharding names exactly one of free:, except:, reduce:")
     kind = kinds[0]
+    if "combine" in raw and (kind != "reduce" or raw["combine"] not in SHARDING_COMBINES):
+        ctx.fail(raw.line_of("combine"), "sharding.combine goes with reduce: and is one of "
+                                            + ", ".join(SHARDING_COMBINES))
     pmap = {p.name: p for p in params}
     if kind == "free":
         free = raw["free"]
@@ -919,7 +924,7 @@ def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
     want = ("int", "SymInt") if kind == "except" else ("int", "SymInt", "int[]")
     if p is None or p.type not in want:
         ctx.fail(raw.line_of(kind), f"sharding.{kind} names a param of type {' or '.join(want)}, got {name!r}")
-    return (kind, ((kind, name),))
+    return (kind, ((kind, name),) + ((("combine", raw["combine"]),) if "combine" in raw else ()))
 
 
 def _roofline(ctx, raw, line, tensors, names) -> Roofline:

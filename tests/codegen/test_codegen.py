@@ -510,3 +510,12 @@ def test_sharding_mistakes_are_refused(line, message):
 
 def test_reduce_sharding_names_a_dim_param():
     assert "sharding.reduce names a param of type" in error_of(_with_sharding(REDUCE, "{reduce: keepdim}"))
+
+
+def test_reduce_sharding_combines_by_sum_max_or_min_only():
+    (r,) = build_ops([parse_text(textwrap.dedent(_with_sharding(REDUCE, "{reduce: dim, combine: max}")),
+                                 "manifests/t.yaml")])
+    assert r.sharding == ("reduce", (("reduce", "dim"), ("combine", "max")))
+    assert "sharding.combine goes with reduce: and is one of sum, max, min" in \
+        error_of(_with_sharding(REDUCE, "{reduce: dim, combine: avg}"))
+    assert "sharding.combine goes with reduce:" in error_of(_with_sharding(GOOD, "{free: [n], combine: sum}"))

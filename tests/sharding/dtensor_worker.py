@@ -136,6 +136,16 @@ def _extras(mesh):
         except RuntimeError as e:
             out[name] = {"error": str(e).splitlines()[0]}
 
+    # A sharded reduced dim: each rank reduces its rows, the output stays Partial until read.
+    reduced = {}
+    for name, op in (("sum", "reduction_sum_fwd"), ("amax", "reduction_amax_fwd"), ("amin", "reduction_amin_fwd")):
+        with CommDebugMode() as comm:
+            r = getattr(torch.ops.tileops, op)(dx, [0], False)
+        reduced[name] = {"collectives": comm.get_total_counts(), "placements": str(r.placements),
+                         "ok": torch.allclose(r.full_tensor(), getattr(torch.ops.tileops, op)(x, [0], False),
+                                              rtol=1e-5, atol=1e-5)}
+    out["reduced_dim"] = reduced
+
     norm = RMSNormFwdOp((256,))
 
     def block(a, b):

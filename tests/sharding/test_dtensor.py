@@ -44,6 +44,8 @@ def _free_at_dim0(entry, op, rows: int, world: int) -> bool:
     s = entry["sharding"]
     if s["kind"] == "replicate" or rows < world:
         return False
+    if s.get("combine"):  # a reduced dim shards too: the output is Partial
+        return True
     if s["kind"] in ("except", "reduce"):
         d = getattr(op, s[s["kind"]])
         dims = [] if d is None else [d] if isinstance(d, int) else list(d)
@@ -87,6 +89,13 @@ def test_free_layouts_issue_no_collectives(report):
 def test_rope_heads_of_q_and_k_shard_together(report):
     e = report["extras"]["rope_heads"]
     assert e == {"collectives": 0, "placements": "(Shard(dim=1),)", "ok": True}
+
+
+def test_a_sharded_reduced_dim_gives_a_partial_output_without_collectives(report):
+    # torch's sum/amax/amin rules do the same: the reduction runs on local rows, combined when read.
+    assert report["extras"]["reduced_dim"] == {
+        name: {"collectives": 0, "placements": f"(Partial({op}),)", "ok": True}
+        for name, op in (("sum", "sum"), ("amax", "max"), ("amin", "min"))}
 
 
 def test_out_buffer_is_written_where_it_is_or_refused(report):
