@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <new>
 #include <sstream>
@@ -457,9 +458,10 @@ c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArray
     if (names[3] != nullptr)
       TORCH_CHECK(d > 0, op, ": argument '", names[3], "' must be positive, got ", dims_str(lists[3]));
     // Below 2^31, as torch's pooling takes them (int), so d(k-1) + s stays in int64 (2^63-1 wrapped).
+    const std::array<int64_t, 4> values{k, s, p, d};  // an absent stride is k, an absent dilation 1
     for (size_t i = 0; i < names.size(); ++i)
-      if (names[i] != nullptr && !lists[i].empty())
-        TORCH_CHECK(pool_int(lists[i], j) <= kMaxPoolParam, op, ": argument '", names[i], "' must be below 2^31, got ",
+      if (names[i] != nullptr)
+        TORCH_CHECK(values[i] <= kMaxPoolParam, op, ": argument '", names[i], "' must be below 2^31, got ",
                     dims_str(lists[i]));
     TORCH_CHECK(p <= k / 2, op, ": argument '", names[2], "' must be at most half of '", names[0], "' (padding <= ",
                 "kernel_size // 2), got ", names[2], "=", dims_str(lists[2]), ", ", names[0], "=", dims_str(lists[0]));
