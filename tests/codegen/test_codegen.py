@@ -129,6 +129,9 @@ def test_good_manifest_parses():
     (("outputs:", "shape_rules: ['m >= 2']\n    outputs:"), "'m' is not an int param or a dim bound by an input shape"),
     (("outputs:", "params:\n      eps: {type: float, default: yes}\n    outputs:"), "param 'eps': default True is not a float"),
     (("outputs:", "params:\n      eps: {type: double}\n    outputs:"), "param 'eps': unknown type 'double'"),
+    # torch's schema parser refuses "float hi=inf" while the library loads (the process aborts)
+    (("outputs:", "params:\n      hi: {type: float, default: .inf}\n    outputs:"),
+     "param 'hi': default inf is not finite; make the param 'float?'"),
     (("outputs:", "params:\n      a: {type: int, default: 1}\n      b: {type: int}\n    outputs:"),
      "param 'b' has no default but follows a param that has one"),
     (("shape: same_as(x)}", "shape: same_as(x), aliases: x}"), "output 'y': aliases 'x' must name a mutated input"),
@@ -519,3 +522,4 @@ def test_reduce_sharding_combines_by_sum_max_or_min_only():
     assert "sharding.combine goes with reduce: and is one of sum, max, min" in \
         error_of(_with_sharding(REDUCE, "{reduce: dim, combine: avg}"))
     assert "sharding.combine goes with reduce:" in error_of(_with_sharding(GOOD, "{free: [n], combine: sum}"))
+
