@@ -1,7 +1,8 @@
 // tileops/target.h — the target registry: named sets of kernels (a PrivateUse1-style registry).
 //
-// libtileops ships two targets: "nvrtc" (its NVRTC CUDA kernels; the default for CUDA tensors) and
-// "reference" (ATen calls; the default for CPU tensors; the correctness oracle). An out-of-tree
+// libtileops ships three targets: "nvrtc" (its NVRTC CUDA kernels; the default for CUDA tensors),
+// "cublaslt" (GEMMs through cuBLASLt: CUDA calls nvrtc has no kernel for) and "reference" (ATen
+// calls; the default for CPU tensors and the last resort anywhere; the correctness oracle). An out-of-tree
 // backend is a separate shared library that registers one more target when it is loaded:
 //
 //   #include <tileops/target.h>
@@ -76,9 +77,13 @@ class TargetRegistration {
   TargetRegistration& fallback(bool is_fallback = true);
   TargetRegistration& kernel(std::string_view op_class_or_name, KernelBuilder builder,
                              KernelStatus status = KernelStatus::kVerified);
-  // A backstop serves, on any device, the calls whose detected target has no verified kernel for
-  // the op (the in-tree reference: ATen runs on every device), so an op never fails for want of one.
+  // A backstop serves the calls whose detected target has no verified kernel for the op, so an op
+  // never fails for want of one: on any device (the in-tree reference: ATen runs everywhere), or on
+  // the devices `devices` claims with backstop_on (the in-tree cublaslt: CUDA). Device-bound
+  // backstops are asked before the every-device ones, each in registration order; the first with a
+  // verified kernel serves.
   TargetRegistration& backstop(bool is_backstop = true);
+  TargetRegistration& backstop_on(Detector devices);
   // Validates (name free and well-formed, ops known, no op twice, builders complete) and publishes
   // atomically. Throws c10::Error naming the target and the problem; nothing is published then.
   void commit();
@@ -91,6 +96,7 @@ class TargetRegistration {
   Detector detector_;
   bool fallback_ = false;
   bool backstop_ = false;
+  Detector backstop_devices_;  // null: every device
   struct Entry {
     std::string op;
     KernelBuilder builder;

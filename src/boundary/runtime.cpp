@@ -55,11 +55,25 @@ const Target* detect(const Snapshot& snap, const OpCall& call) {
   fail_target(call, "no target serves device " + call.device.str() + " (registered: " + registry::names_of(snap) + ")");
 }
 
-// The first backstop target with a verified kernel for the op, or null.
-const Target* backstop_for(const Snapshot& snap, int op_id) {
-  for (const auto& t : snap.targets) {
-    const auto& ok = t->ops[op_id];
-    if (t->backstop && ok && !ok->pending) return t.get();
+// The backstop for the call: those bound to devices (backstop_on) that claim its device first, then
+// those for every device; within each, registration order. The first with a verified kernel, or null.
+const Target* backstop_for(const Snapshot& snap, const OpCall& call) {
+  for (const bool device_bound : {true, false}) {
+    for (const auto& t : snap.targets) {
+      const auto& ok = t->ops[call.op_id];
+      if (!t->backstop || !ok || ok->pending || bool(t->backstop_devices) != device_bound) continue;
+      if (device_bound) {
+        bool claims = false;
+        try {
+          claims = t->backstop_devices(call.device);
+        } catch (const std::exception& e) {
+          fail_target(call, "the backstop devices of target '" + t->name + "' threw for device " +
+                                call.device.str() + ": " + e.what());
+        }
+        if (!claims) continue;
+      }
+      return t.get();
+    }
   }
   return nullptr;
 }
@@ -77,7 +91,7 @@ const Target* resolve(const Snapshot& snap, const OpCall& call, const std::optio
   const Target* t = detect(snap, call);
   const auto& ok = t->ops[call.op_id];
   if (ok && !ok->pending) return t;
-  if (const Target* b = backstop_for(snap, call.op_id)) return b;
+  if (const Target* b = backstop_for(snap, call)) return b;
   if (ok) fail_target(call, "target '" + t->name + "' has only a pending kernel for this op (not yet verified on " +
                                 "this device); pass target='" + t->name + "' to run it");
   return t;  // no kernel anywhere: the caller names the targets that have one

@@ -174,6 +174,7 @@ struct RegistryAccess {
     target->detector = r.detector_;
     target->fallback = r.fallback_;
     target->backstop = r.backstop_;
+    target->backstop_devices = r.backstop_devices_;
     target->ops.resize(table.size());
     for (auto& [op_name, builder, status] : r.kernels_) {
       const OpInfo* info = find_op(op_name);
@@ -219,6 +220,14 @@ TargetRegistration& TargetRegistration::kernel(std::string_view op, KernelBuilde
 
 TargetRegistration& TargetRegistration::backstop(bool is_backstop) {
   backstop_ = is_backstop;
+  backstop_devices_ = nullptr;
+  return *this;
+}
+
+TargetRegistration& TargetRegistration::backstop_on(Detector devices) {
+  if (!devices) deferred_error_ = "backstop_on() was given an empty device predicate";
+  backstop_ = true;
+  backstop_devices_ = std::move(devices);
   return *this;
 }
 

@@ -41,6 +41,7 @@ struct Target {
   Detector detector;
   bool fallback = false;
   bool backstop = false;
+  Detector backstop_devices;  // where it backstops; null: every device
   std::vector<std::shared_ptr<OpKernels>> ops;  // indexed by op id; null where the target has no kernel
 };
 

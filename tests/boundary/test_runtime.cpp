@@ -147,6 +147,36 @@ TEST(Registry, DetectedTargetWithoutTheOpFallsToTheBackstop) {
   EXPECT_CONTAINS(err, "target 'claims_cpu_no_ops' has no kernel for this op");
 }
 
+// A device-bound backstop (backstop_on, as the in-tree cublaslt for CUDA) is asked before the
+// every-device reference, only for the devices it claims, and only with a verified kernel.
+TEST(Registry, DeviceBoundBackstopServesItsDevicesBeforeTheReference) {
+  ScopedTarget a{"claims_cpu_none"}, b{"cpu_backstop"}, c{"cuda_backstop"}, d{"pending_backstop"};
+  tileops::TargetRegistration("claims_cpu_none").detector([](const c10::Device& d) { return d.is_cpu(); }).commit();
+  tileops::TargetRegistration("pending_backstop")
+      .backstop_on([](const c10::Device& d) { return d.is_cpu(); })
+      .kernel("RMSNormFwdOp", fill_builder(3), tileops::KernelStatus::kPending)
+      .commit();
+  tileops::TargetRegistration("cuda_backstop")
+      .backstop_on([](const c10::Device& d) { return d.is_cuda(); })
+      .kernel("RMSNormFwdOp", fill_builder(4))
+      .commit();
+  const at::Tensor x = at::randn({2, 4});
+  EXPECT_TRUE(at::allclose(rms_norm(x), rms_norm(x, "reference")));  // neither serves a CPU call
+  tileops::TargetRegistration("cpu_backstop")
+      .backstop_on([](const c10::Device& d) { return d.is_cpu(); })
+      .kernel("RMSNormFwdOp", fill_builder(5))
+      .commit();
+  EXPECT_TRUE(at::equal(rms_norm(x), at::full({2, 4}, 5.0)));  // registered after the reference, asked first
+}
+
+TEST(Registry, BackstopOnNeedsADevicePredicate) {
+  const std::string err = error_of([] {
+    tileops::TargetRegistration("no_predicate").backstop_on(nullptr).kernel("RMSNormFwdOp", fill_builder(1)).commit();
+  });
+  EXPECT_CONTAINS(err, "registering target 'no_predicate' failed: backstop_on() was given an empty device predicate");
+  EXPECT_CONTAINS(error_of([] { rms_norm(at::randn({2, 4}), "no_predicate"); }), "unknown target 'no_predicate'");
+}
+
 TEST(Registry, HalfFailedRegistrationIsRolledBackWhole) {
   const auto before = tileops::target_names();
   tileops::TargetRegistration r("half_target");
