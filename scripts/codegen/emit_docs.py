@@ -33,10 +33,12 @@ def collect_kernels(targets_root: str) -> dict[str, dict[str, str]]:
 
 def serving(kernels: dict[str, str]) -> tuple[str, str]:
     """Who serves CPU and CUDA calls that name no target (docs/CONTRACT.md §6: the detected target's
-    verified kernel, else the reference as backstop)."""
+    verified kernel, else the backstops: cublaslt on CUDA, then the reference)."""
     cpu = "reference" if kernels.get("reference") == "verified" else "-"
-    nvrtc = kernels.get("nvrtc")
-    cuda = "nvrtc" if nvrtc == "verified" else cpu + (" (nvrtc pending)" if nvrtc == "pending" else "")
+    cuda = next((t for t in ("nvrtc", "cublaslt") if kernels.get(t) == "verified"), cpu)
+    pending = [t for t in ("nvrtc", "cublaslt") if kernels.get(t) == "pending"]
+    if cuda == cpu and pending:
+        cuda += f" ({', '.join(pending)} pending)"
     return cpu, cuda
 
 

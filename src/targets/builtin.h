@@ -12,7 +12,7 @@
 namespace tileops::registry {
 
 struct BuiltinKernel {
-  const char* target;       // "nvrtc" | "reference"
+  const char* target;       // "nvrtc" | "cublaslt" | "reference"
   const char* op;           // op class name
   KernelBuilder (*make)();  // called once, when the in-tree targets are registered
   KernelStatus status;

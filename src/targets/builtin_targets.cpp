@@ -2,6 +2,8 @@
 #include "targets/builtin.h"
 #include "targets/registry.h"
 
+#include <c10/util/Exception.h>
+
 namespace tileops::registry {
 
 std::vector<BuiltinKernel>& builtin_kernels() {
@@ -13,14 +15,22 @@ void register_builtin_targets() {
   // Fallbacks: an out-of-tree target that claims a device wins over these.
   TargetRegistration nvrtc("nvrtc");
   nvrtc.fallback().detector([](const c10::Device& d) { return d.is_cuda(); });
+  // Library-backed CUDA kernels (GEMM through cuBLASLt): never detected, asked first for the CUDA
+  // calls of ops with no verified nvrtc kernel.
+  TargetRegistration cublaslt("cublaslt");
+  cublaslt.backstop_on([](const c10::Device& d) { return d.is_cuda(); });
   TargetRegistration reference("reference");
-  // ATen runs on every device: the reference serves CUDA calls of ops whose nvrtc kernel is missing or pending.
+  // ATen runs on every device: the reference serves what neither of the others has verified.
   reference.fallback().backstop().detector([](const c10::Device& d) { return d.is_cpu(); });
   for (const BuiltinKernel& k : builtin_kernels()) {
-    TargetRegistration& r = std::string_view(k.target) == "nvrtc" ? nvrtc : reference;
+    const std::string_view t = k.target;
+    TORCH_CHECK(t == "nvrtc" || t == "cublaslt" || t == "reference", "tileops: in-tree kernel for ", k.op,
+                " names an unknown target '", t, "'");
+    TargetRegistration& r = t == "nvrtc" ? nvrtc : t == "cublaslt" ? cublaslt : reference;
     r.kernel(k.op, k.make(), k.status);
   }
   nvrtc.commit();
+  cublaslt.commit();
   reference.commit();
 }
 

@@ -50,7 +50,7 @@ def test_tensors_on_different_devices():
 
 
 def test_unknown_target_names_the_registered_ones():
-    with pytest.raises(RuntimeError, match=PREFIX + r"unknown target 'tpu9' \(registered: 'nvrtc', 'reference'"):
+    with pytest.raises(RuntimeError, match=PREFIX + r"unknown target 'tpu9' \(registered: 'nvrtc', 'cublaslt', 'reference'"):
         OP(torch.randn(2, 8), None, [8], target="tpu9")
 
 

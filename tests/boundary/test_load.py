@@ -1,4 +1,4 @@
-"""The library loads without a GPU or driver: libcuda and libnvrtc are dlopen'ed at first use."""
+"""The library loads without a GPU or driver: libcuda, libnvrtc and libcublasLt are dlopen'ed at first use."""
 import os
 import re
 import subprocess
@@ -16,7 +16,7 @@ def test_no_cuda_driver_or_nvrtc_in_dynamic_dependencies():
     needed = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
     ldd = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
     assert "libtorch_cpu" in needed  # the check reads the right thing
-    for lib in ("libcuda.so", "libnvrtc"):
+    for lib in ("libcuda.so", "libnvrtc", "libcublasLt"):
         assert lib not in needed, f"{lib} is a DT_NEEDED of libtileops.so"
         assert lib not in ldd, f"{lib} is pulled in (transitively) by libtileops.so:\n{ldd}"
 

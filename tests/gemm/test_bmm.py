@@ -1,5 +1,5 @@
 """BmmFwdOp (manifests/gemm.yaml) on CPU: against a float64 product written here, odd sizes, strided
-inputs, refusals, and who serves it on CUDA (the reference, until an own kernel is verified)."""
+inputs, refusals. (Its CUDA calls: tests/gemm/test_gemm_gpu.py.)"""
 import pytest
 import torch
 
@@ -55,26 +55,19 @@ def test_bad_inputs_are_refused_naming_the_op_and_argument(a, b, match):
         ops.gemm_bmm_fwd(a, b)
 
 
-def test_cuda_calls_are_served_by_the_reference_until_a_kernel_is_verified():
-    serving = {e["class"]: e["serving"] for e in tileops.op_table()}
-    assert serving["BmmFwdOp"] == {"cpu": "reference", "cuda": "reference", "pending": []}
-    assert serving["RMSNormFwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}
-    assert ("BmmFwdOp", "nvrtc") not in tileops.pending()
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_on_cuda_the_reference_serves_it_as_torch_bmm(dtype):
+def test_on_cuda_the_reference_target_is_torch_bmm(dtype):
     a = torch.randn(4, 33, 129, device="cuda", dtype=dtype)
     b = torch.randn(4, 129, 65, device="cuda", dtype=dtype)
-    assert torch.equal(ops.gemm_bmm_fwd(a, b), torch.bmm(a, b))  # the same ATen call on the same device
+    assert torch.equal(ops.gemm_bmm_fwd(a, b, target="reference"), torch.bmm(a, b))  # the same ATen call
     with pytest.raises(RuntimeError, match=r"target 'nvrtc' has no kernel for this op"):
         ops.gemm_bmm_fwd(a, b, target="nvrtc")
     g = torch.cuda.CUDAGraph()  # replays under a CUDA graph like any op
     d = torch.empty(4, 33, 65, device="cuda", dtype=dtype)
-    ops.gemm_bmm_fwd(a, b)
+    ops.gemm_bmm_fwd(a, b, target="reference")
     with torch.cuda.graph(g):
-        d.copy_(ops.gemm_bmm_fwd(a, b))
+        d.copy_(ops.gemm_bmm_fwd(a, b, target="reference"))
     a.mul_(2)
     g.replay()
     assert torch.equal(d, torch.bmm(a, b))

@@ -1,6 +1,6 @@
 """GemmFwdOp (manifests/gemm.yaml) on CPU: the four layouts of trans_a / trans_b against a float64
-product written here, odd sizes, strided operands, refusals. (Its CUDA calls take the backstop path
-that tests/gemm/test_bmm.py checks on a GPU.)"""
+product written here, odd sizes, strided operands, refusals. (Its CUDA calls:
+tests/gemm/test_gemm_gpu.py.)"""
 import itertools
 
 import pytest
@@ -75,3 +75,8 @@ def test_one_node_under_compile_whatever_the_flags():
     a, b = torch.randn(8, 5), torch.randn(8, 6)
     torch.testing.assert_close(f(a, b), a.t() @ b, rtol=1e-5, atol=1e-5)
 
+
+
+def test_the_cublaslt_target_refuses_cpu_tensors_by_name():
+    with pytest.raises(RuntimeError, match=r"tileops::gemm_fwd: target 'cublaslt' serves CUDA tensors only, got cpu"):
+        ops.gemm_fwd(torch.randn(4, 8), torch.randn(3, 8), target="cublaslt")

@@ -6,7 +6,7 @@ import sys
 
 import tileops
 
-# Ops whose CUDA calls run on the reference (ATen) because no kernel of ours exists yet.
+# Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
 REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp"}
 
@@ -15,7 +15,7 @@ def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
     table = tileops.op_table()
     for e in (e for e in table if e["has_boundary"]):
         assert e["serving"]["cpu"] == "reference", e["class"]
-        assert e["serving"]["cuda"] in ("nvrtc", "reference"), e["class"]
+        assert e["serving"]["cuda"] in ("nvrtc", "cublaslt", "reference"), e["class"]
         # the reference serves CUDA only where nvrtc has no verified kernel
         assert (e["serving"]["cuda"] == "reference") == (e["class"] in REFERENCE_ON_CUDA or
                                                        "nvrtc" in e["serving"]["pending"])
@@ -37,5 +37,14 @@ def test_ops_md_says_what_the_registry_says():
                 rows[cells[0]] = (cells[3], cells[4])
     for e in tileops.op_table():
         if e["has_boundary"]:
-            cuda = e["serving"]["cuda"] + (" (nvrtc pending)" if "nvrtc" in e["serving"]["pending"] else "")
+            cuda, pending = e["serving"]["cuda"], [t for t in ("nvrtc", "cublaslt") if t in e["serving"]["pending"]]
+            if cuda == "reference" and pending:
+                cuda += f" ({', '.join(pending)} pending)"
             assert rows[e["class"]] == (e["serving"]["cpu"], cuda), e["class"]
+
+
+def test_gemm_is_pending_on_cublaslt_and_served_by_the_reference_meanwhile():
+    serving = {e["class"]: e["serving"] for e in tileops.op_table()}
+    for cls in ("GemmFwdOp", "BmmFwdOp"):
+        assert serving[cls] == {"cpu": "reference", "cuda": "reference", "pending": ["cublaslt"]}, cls
+    assert ("GemmFwdOp", "cublaslt") in tileops.pending()

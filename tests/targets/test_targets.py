@@ -20,7 +20,7 @@ def no_default_and_no_claim(monkeypatch):
 
 def test_in_tree_targets():
     names = tileops.target_names()
-    assert names[:2] == ["nvrtc", "reference"]
+    assert names[:3] == ["nvrtc", "cublaslt", "reference"]
 
 
 def test_process_default_applies_and_unknown_default_is_refused():

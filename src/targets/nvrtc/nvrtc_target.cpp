@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -20,6 +19,7 @@
 #include "jit/kernel_record.h"
 #include "targets/nvrtc/kernel_sources.h"
 #include "targets/nvrtc/spec_builder.h"
+#include "targets/torch_wheel.h"
 
 namespace tileops::nvrtc {
 namespace {
@@ -35,14 +35,7 @@ std::unordered_map<std::string, jit::Cubin> g_cubins;  // disk key -> CUBIN (sha
 void add_wheel_search_dirs() {
   static std::once_flag once;
   std::call_once(once, [] {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&c10::cuda::getCurrentCUDAStream), &info) && info.dli_fname) {
-      std::string lib_dir(info.dli_fname);
-      lib_dir = lib_dir.substr(0, lib_dir.find_last_of('/'));            // .../site-packages/torch/lib
-      const std::string site = lib_dir.substr(0, lib_dir.rfind("/torch/"));  // .../site-packages
-      jit::add_library_search_dir(site + "/nvidia/cu13/lib");
-      jit::add_library_search_dir(site + "/nvidia/cuda_nvrtc/lib");
-    }
+    for (const std::string& dir : torch_wheel_library_dirs()) jit::add_library_search_dir(dir);
 #ifdef TILEOPS_NVRTC_HINT_DIR
     jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
 #endif

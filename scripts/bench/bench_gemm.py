@@ -1,0 +1,117 @@
+"""GEMM benchmarks on a GPU: GemmFwdOp and BmmFwdOp on the manifest's workloads through the cublaslt
+target, beside torch.matmul / torch.bmm (cuBLAS: the eager column), torch.compile of the same call
+and a device copy of the operands' and output's bytes; then the host time of a tiny cached call.
+A benchmark, not a test.    python3 scripts/bench/bench_gemm.py [--json out.json] [--quick] [--target T]
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import harness  # scripts/bench/harness.py
+import tileops
+
+ops = torch.ops.tileops
+
+
+def gemm_rows(target: str, quick: bool) -> list[dict]:
+    rows = []
+    for w in harness.manifest_workloads("gemm", "GemmFwdOp")[: 3 if quick else None]:
+        ta, tb = w["params"]["trans_a"], w["params"]["trans_b"]
+        (a0, a1), (b0, b1) = w["a"], w["b"]
+        m, k = (a1, a0) if ta else (a0, a1)
+        n = b0 if tb else b1
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            nbytes = (a0 * a1 + b0 * b1 + m * n) * dtype.itemsize
+            n_sets = harness.n_sets_for(nbytes)
+            As = [torch.randn(a0, a1, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            Bs = [torch.randn(b0, b1, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat = [torch.empty(a0 * a1 + b0 * b1 + m * n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat2 = [torch.empty_like(f) for f in flat]
+
+            def peer(a, b):
+                return torch.matmul(a.t() if ta else a, b.t() if tb else b)
+
+            compiled = harness.compiled(peer)
+            row = harness.measure(w["name"], f"{m}x{n}x{k}", dtype, nbytes, n_sets, {
+                "ours": lambda i: (lambda: ops.gemm_fwd(As[i], Bs[i], trans_a=ta, trans_b=tb, target=target)),
+                "eager": lambda i: (lambda: peer(As[i], Bs[i])),
+                "compile": lambda i: (lambda: compiled(As[i], Bs[i])),
+                "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+            })
+            row["op"], row["tflops"] = "GemmFwdOp", 2 * m * n * k / (row["ours_us"] * 1e-6) / 1e12
+            rows.append(row)
+            del As, Bs, flat, flat2
+    return rows
+
+
+def bmm_rows(target: str, quick: bool) -> list[dict]:
+    rows = []
+    for w in harness.manifest_workloads("gemm", "BmmFwdOp")[: 2 if quick else None]:
+        (bs, m, k), (_, _, n) = w["a"], w["b"]
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            nbytes = bs * (m * k + k * n + m * n) * dtype.itemsize
+            n_sets = harness.n_sets_for(nbytes)
+            As = [torch.randn(bs, m, k, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            Bs = [torch.randn(bs, k, n, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat = [torch.empty(bs * (m * k + k * n + m * n), device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat2 = [torch.empty_like(f) for f in flat]
+            compiled = harness.compiled(torch.bmm)
+            row = harness.measure(w["name"], f"{bs}x{m}x{n}x{k}", dtype, nbytes, n_sets, {
+                "ours": lambda i: (lambda: ops.gemm_bmm_fwd(As[i], Bs[i], target=target)),
+                "eager": lambda i: (lambda: torch.bmm(As[i], Bs[i])),
+                "compile": lambda i: (lambda: compiled(As[i], Bs[i])),
+                "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+            })
+            row["op"], row["tflops"] = "BmmFwdOp", 2 * bs * m * n * k / (row["ours_us"] * 1e-6) / 1e12
+            rows.append(row)
+            del As, Bs, flat, flat2
+    return rows
+
+
+def host_rows(target: str) -> dict:
+    """Host µs per call of a tiny cached GEMM (the GPU time is negligible): ours against torch.matmul."""
+    a = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    t = harness.host_us_per_call({
+        "tileops.gemm_fwd": lambda: ops.gemm_fwd(a, b, target=target),
+        "torch.matmul": lambda: torch.matmul(a, b.t()),
+        "GemmFwdOp()": (lambda op: (lambda: op(a, b)))(tileops.gemm.GemmFwdOp(target=target)),
+    })
+    return {**t, "ratio_op": t["tileops.gemm_fwd"] / t["torch.matmul"], "ratio_class": t["GemmFwdOp()"] / t["torch.matmul"]}
+
+
+def print_rows(title: str, rows: list[dict]) -> None:
+    print(f"\n{title} — {torch.cuda.get_device_properties(0).name}, torch {torch.__version__}; "
+          "median µs per call, cold-ish L2 (CUDA graph replay)")
+    print(f"{'workload':<26}{'shape':<22}{'dtype':<9}{'ours':>9}{'matmul':>9}{'compile':>9}{'copy':>8}"
+          f"{'TFLOPS':>8}{'vs matmul':>10}{'vs best':>8}")
+    for r in rows:
+        cell = lambda k: f"{r[k]:>9.1f}" if k in r else f"{'-':>9}"  # noqa: E731
+        print(f"{r['workload']:<26}{r['shape']:<22}{r['dtype']:<9}{r['ours_us']:>9.1f}{cell('eager_us')}"
+              f"{cell('compile_us')}{r['copy_us']:>8.1f}{r['tflops']:>8.0f}{r['eager_us'] / r['ours_us']:>9.2f}x"
+              f"{r['vs_best_peer']:>7.2f}x")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="the first few workloads only")
+    ap.add_argument("--target", default="cublaslt", help="the tileops target timed as 'ours'")
+    args = ap.parse_args()
+    tileops.load()
+    import tileops.gemm  # noqa: F401  (the Op classes, for the host-time row)
+    rows = {"GemmFwdOp": gemm_rows(args.target, args.quick), "BmmFwdOp": bmm_rows(args.target, args.quick)}
+    host = host_rows(args.target)
+    harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
+                                   "target": args.target, "kernels": rows, "host_us": host})
+    print_rows(f"GemmFwdOp (target {args.target}) beside torch.matmul", rows["GemmFwdOp"])
+    print_rows(f"BmmFwdOp (target {args.target}) beside torch.bmm", rows["BmmFwdOp"])
+    print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
+
+
+if __name__ == "__main__":
+    main()

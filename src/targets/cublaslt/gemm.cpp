@@ -1,0 +1,205 @@
+// GemmFwdOp and BmmFwdOp on the cublaslt target: one cublasLtMatmul per call, planned once per
+// (dtype, layout flags, operand alignments, batch, M, N, K, device) when the kernel is built.
+//
+// cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
+// d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
+// trans_b/trans_a become its TRANSA/TRANSB, and no operand is ever copied or transposed.
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "targets/builtin.h"
+#include "targets/cublaslt/cublaslt_library.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::cublaslt {
+namespace {
+
+namespace gemm = tileops::ops::gemm_fwd;
+namespace bmm = tileops::ops::gemm_bmm_fwd;
+
+// The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
+// kernels only for what the pointers allow, and its default assumption is 256.
+int64_t align_log2(const at::Tensor& t) {
+  const auto p = reinterpret_cast<uintptr_t>(t.data_ptr());
+  int log2 = 0;
+  while (log2 < 8 && (p & ((uintptr_t(2) << log2) - 1)) == 0) ++log2;
+  return log2;
+}
+
+// One product, as its build key: word 0 packs dtype, flags and alignments; then batch, M, N, K.
+struct Product {
+  c10::ScalarType dtype;
+  bool trans_a, trans_b;
+  int64_t align_a, align_b, align_d;  // log2 of bytes
+  int64_t batch, m, n, k;
+
+  BuildKey key() const {
+    return BuildKey{int64_t(dtype) | int64_t(trans_a) << 8 | int64_t(trans_b) << 9 | align_a << 12 |
+                        align_b << 16 | align_d << 20,
+                    batch, m, n, k};
+  }
+  static Product from(const BuildKey& key) {
+    const int64_t w = key.words[0];
+    return {c10::ScalarType(w & 0xff), bool(w >> 8 & 1), bool(w >> 9 & 1), w >> 12 & 0xf, w >> 16 & 0xf,
+            w >> 20 & 0xf, key.words[1], key.words[2], key.words[3], key.words[4]};
+  }
+  std::string describe(const char* stem) const {
+    return std::string(stem) + "__" + c10::toString(dtype) + "__" + (trans_a ? "t" : "n") + (trans_b ? "t" : "n") +
+           "__b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
+           std::to_string(k) + "__align" + std::to_string(1 << std::min({align_a, align_b, align_d})) + " (cuBLASLt)";
+  }
+};
+
+cudaDataType_t data_type(c10::ScalarType t) {
+  switch (t) {
+    case c10::kHalf: return CUDA_R_16F;
+    case c10::kBFloat16: return CUDA_R_16BF;
+    case c10::kFloat: return CUDA_R_32F;
+    default: TORCH_CHECK(false, "tileops: target 'cublaslt' has no GEMM for dtype ", t);
+  }
+}
+
+class LtMatmul final : public Kernel {
+ public:
+  LtMatmul(const char* op, const Product& p, c10::DeviceIndex device) : op_(op), p_(p) {
+    if (p.batch == 0 || p.m == 0 || p.n == 0 || p.k == 0) return;  // nothing to plan: launch writes zeros or nothing
+    const LtApi& api = lt();
+    handle_ = handle(device);
+    const cudaDataType_t t = data_type(p.dtype);
+    // float32 accumulation for every dtype (no TF32 for float32: torch.matmul's default precision).
+    check(api.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), op, "cublasLtMatmulDescCreate");
+    const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // b is cuBLASLt's A
+    const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)), op, "set TRANSA");
+    check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)), op, "set TRANSB");
+    // Column-major shapes of the stored buffers: b is [K, N] (or [N, K] with trans_b), a is [M, K]
+    // (or [K, M] with trans_a), d is [M, N]; the leading dimension is the row length.
+    lt_a_ = layout(t, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.k * p.n);
+    lt_b_ = layout(t, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.m * p.k);
+    lt_d_ = layout(t, p.n, p.m, p.m * p.n);
+    algo_ = plan(workspace_bytes(device), &needs_);
+    size_t unused = 0;
+    algo_without_workspace_ = plan(0, &unused);
+  }
+
+  ~LtMatmul() override {
+    if (!desc_) return;
+    const LtApi& api = lt();
+    for (cublasLtMatrixLayout_t l : {lt_a_, lt_b_, lt_d_}) api.layout_destroy(l);
+    api.desc_destroy(desc_);
+  }
+
+  void launch(const OpCall& call) const override {
+    const at::Tensor& a = call.inputs[0];
+    const at::Tensor& b = call.inputs[1];
+    const at::Tensor& d = call.outputs[0];
+    if (p_.m == 0 || p_.n == 0 || p_.batch == 0) return;
+    if (p_.k == 0) {
+      d.zero_();
+      return;
+    }
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(call.device.index());
+    const Workspace ws = workspace(stream);
+    const bool with_ws = ws.size >= needs_;
+    const float alpha = 1.0f, beta = 0.0f;
+    check(lt().matmul(handle_, desc_, &alpha, b.data_ptr(), lt_a_, a.data_ptr(), lt_b_, &beta, d.data_ptr(), lt_d_,
+                      d.data_ptr(), lt_d_, with_ws ? &algo_ : &algo_without_workspace_, with_ws ? ws.ptr : nullptr,
+                      with_ws ? ws.size : 0, stream.stream()),
+          op_, "cublasLtMatmul");
+  }
+
+ private:
+  cublasLtMatrixLayout_t layout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t batch_stride) const {
+    cublasLtMatrixLayout_t l = nullptr;
+    check(lt().layout_create(&l, t, uint64_t(rows), uint64_t(cols), std::max<int64_t>(rows, 1)), op_,
+          "cublasLtMatrixLayoutCreate");
+    if (p_.batch > 1) {
+      const int32_t count = int32_t(p_.batch);
+      check(lt().layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), op_, "set BATCH_COUNT");
+      check(lt().layout_set(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride, sizeof(batch_stride)), op_,
+            "set STRIDED_BATCH_OFFSET");
+    }
+    return l;
+  }
+
+  // The heuristic's first choice for a workspace of at most `max_ws` bytes; its size in *needs.
+  cublasLtMatmulAlgo_t plan(size_t max_ws, size_t* needs) const {
+    const LtApi& api = lt();
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(api.pref_create(&pref), op_, "cublasLtMatmulPreferenceCreate");
+    std::unique_ptr<void, void (*)(void*)> guard(pref, [](void* q) {
+      lt().pref_destroy(static_cast<cublasLtMatmulPreference_t>(q));
+    });
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)), op_, "set workspace");
+    // Split-K partial sums stay in float32 (never rounded to the output dtype in between).
+    const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction, sizeof(reduction)), op_,
+          "set REDUCTION_SCHEME_MASK");
+    const uint32_t align_a = 1u << p_.align_b, align_b = 1u << p_.align_a, align_d = 1u << p_.align_d;
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)), op_, "set align A");
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)), op_, "set align B");
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)), op_, "set align C");
+    check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)), op_, "set align D");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    check(api.heuristic(handle_, desc_, lt_a_, lt_b_, lt_d_, lt_d_, pref, 1, &result, &found), op_,
+          "cublasLtMatmulAlgoGetHeuristic");
+    TORCH_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, op_, ": cuBLASLt has no algorithm for ",
+                p_.describe(op_), " with ", max_ws, " bytes of workspace");
+    *needs = result.workspaceSize;
+    return result.algo;
+  }
+
+  const char* op_;
+  Product p_;
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t lt_a_ = nullptr, lt_b_ = nullptr, lt_d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{}, algo_without_workspace_{};
+  size_t needs_ = 0;
+};
+
+template <class IdentityFn>
+KernelBuilder lt_builder(const char* op, const char* stem, IdentityFn identity) {
+  KernelBuilder b;
+  b.identity = [identity](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), call.op_name, ": target 'cublaslt' serves CUDA tensors only, got ",
+                call.device.str());
+    return identity(call).key();
+  };
+  b.build = [op](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    return std::make_shared<LtMatmul>(op, Product::from(key), call.device.index());
+  };
+  b.describe = [stem](const BuildKey& key) { return Product::from(key).describe(stem); };
+  return b;
+}
+
+KernelBuilder gemm_fwd_builder() {
+  return lt_builder(gemm::kName, "gemm_fwd", [](const OpCall& call) {
+    const gemm::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    const bool ta = v.trans_a(), tb = v.trans_b();
+    return Product{a.scalar_type(), ta, tb, align_log2(a), align_log2(b), align_log2(v.d()), 1,
+                   a.size(ta ? 1 : 0), b.size(tb ? 0 : 1), a.size(ta ? 0 : 1)};
+  });
+}
+
+KernelBuilder bmm_fwd_builder() {
+  return lt_builder(bmm::kName, "bmm_fwd", [](const OpCall& call) {
+    const bmm::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    return Product{a.scalar_type(), false, false, align_log2(a), align_log2(b), align_log2(v.d()),
+                   a.size(0), a.size(1), b.size(2), a.size(2)};
+  });
+}
+
+TILEOPS_PENDING_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
+
+}  // namespace
+}  // namespace tileops::cublaslt
