@@ -14,7 +14,16 @@ def _gemm(device):
     return gemm.GemmFwdOp(), (torch.randn(5, 8, device=device, dtype=dtype), torch.randn(6, 8, device=device, dtype=dtype))
 
 
+def _gemm_fp8(device):
+    import tileops.gemm as gemm
+    a = torch.randn(5, 160, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(6, 160, device=device).to(torch.float8_e4m3fn)
+    scale_a, scale_b = torch.rand(5, 2, device=device) + 0.5, torch.rand(1, 1, device=device) + 0.5
+    return gemm.GemmFp8FwdOp(), (a, b, scale_a, scale_b, torch.randn(6, device=device, dtype=torch.bfloat16))
+
+
 CONTRACT = {
     "BmmFwdOp": _bmm,
     "GemmFwdOp": _gemm,
+    "GemmFp8FwdOp": _gemm_fp8,
 }

@@ -7,7 +7,7 @@ import sys
 import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
-REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "GemmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp"}
 
 
