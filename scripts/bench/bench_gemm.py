@@ -1,4 +1,4 @@
-"""GEMM benchmarks on a GPU: GemmFwdOp and BmmFwdOp on the manifest's workloads through the cublaslt
+"""GEMM benchmarks on a GPU: GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the manifest's workloads through the cublaslt
 target, beside torch.matmul / torch.bmm (cuBLAS: the eager column), torch.compile of the same call
 and a device copy of the operands' and output's bytes; then the host time of a tiny cached call.
 A benchmark, not a test.    python3 scripts/bench/bench_gemm.py [--json out.json] [--quick] [--target T]
@@ -72,6 +72,38 @@ def bmm_rows(target: str, quick: bool) -> list[dict]:
     return rows
 
 
+def fp8_rows(target: str, quick: bool) -> list[dict]:
+    """GemmFp8FwdOp's per-tensor workloads beside torch._scaled_mm (the eager column). The block-scaled
+    ones run ATen's float32 formula on every target so far: not timed."""
+    rows = []
+    ws = [w for w in harness.manifest_workloads("gemm", "GemmFp8FwdOp") if w["scale_a"] == [1, 1]]
+    for w in ws[: 2 if quick else None]:
+        (m, k), (n, _) = w["a"], w["b"]
+        nbytes = m * k + n * k + 2 * m * n
+        n_sets = harness.n_sets_for(nbytes)
+        As = [torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn) for _ in range(n_sets)]
+        Bs = [torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn) for _ in range(n_sets)]
+        sa, sb = torch.ones(1, 1, device="cuda"), torch.ones(1, 1, device="cuda")
+        sa0, sb0 = sa.reshape(()), sb.reshape(())
+        flat = [torch.empty(nbytes, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+        flat2 = [torch.empty_like(f) for f in flat]
+
+        def peer(a, b):
+            return torch._scaled_mm(a, b.t(), scale_a=sa0, scale_b=sb0, out_dtype=torch.bfloat16)
+
+        compiled = harness.compiled(peer)
+        row = harness.measure(w["name"], f"{m}x{n}x{k}", torch.float8_e4m3fn, nbytes, n_sets, {
+            "ours": lambda i: (lambda: ops.gemm_fp8_fwd(As[i], Bs[i], sa, sb, None, target=target)),
+            "eager": lambda i: (lambda: peer(As[i], Bs[i])),
+            "compile": lambda i: (lambda: compiled(As[i], Bs[i])),
+            "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+        })
+        row["op"], row["tflops"] = "GemmFp8FwdOp", 2 * m * n * k / (row["ours_us"] * 1e-6) / 1e12
+        rows.append(row)
+        del As, Bs, flat, flat2
+    return rows
+
+
 def host_rows(target: str) -> dict:
     """Host µs per call of a tiny cached GEMM (the GPU time is negligible): ours against torch.matmul."""
     a = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
@@ -87,8 +119,8 @@ def host_rows(target: str) -> dict:
 def print_rows(title: str, rows: list[dict]) -> None:
     print(f"\n{title} — {torch.cuda.get_device_properties(0).name}, torch {torch.__version__}; "
           "median µs per call, cold-ish L2 (CUDA graph replay)")
-    print(f"{'workload':<26}{'shape':<22}{'dtype':<9}{'ours':>9}{'matmul':>9}{'compile':>9}{'copy':>8}"
-          f"{'TFLOPS':>8}{'vs matmul':>10}{'vs best':>8}")
+    print(f"{'workload':<26}{'shape':<22}{'dtype':<9}{'ours':>9}{'eager':>9}{'compile':>9}{'copy':>8}"
+          f"{'TFLOPS':>8}{'vs eager':>10}{'vs best':>8}")
     for r in rows:
         cell = lambda k: f"{r[k]:>9.1f}" if k in r else f"{'-':>9}"  # noqa: E731
         print(f"{r['workload']:<26}{r['shape']:<22}{r['dtype']:<9}{r['ours_us']:>9.1f}{cell('eager_us')}"
@@ -104,12 +136,14 @@ def main():
     args = ap.parse_args()
     tileops.load()
     import tileops.gemm  # noqa: F401  (the Op classes, for the host-time row)
-    rows = {"GemmFwdOp": gemm_rows(args.target, args.quick), "BmmFwdOp": bmm_rows(args.target, args.quick)}
+    rows = {"GemmFwdOp": gemm_rows(args.target, args.quick), "BmmFwdOp": bmm_rows(args.target, args.quick),
+            "GemmFp8FwdOp": fp8_rows(args.target, args.quick)}
     host = host_rows(args.target)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows, "host_us": host})
     print_rows(f"GemmFwdOp (target {args.target}) beside torch.matmul", rows["GemmFwdOp"])
     print_rows(f"BmmFwdOp (target {args.target}) beside torch.bmm", rows["BmmFwdOp"])
+    print_rows(f"GemmFp8FwdOp per-tensor (target {args.target}) beside torch._scaled_mm", rows["GemmFp8FwdOp"])
     print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
 
 

@@ -75,3 +75,50 @@ def test_a_cuda_graph_replays_a_warmed_gemm(target):
     g.replay()
     torch.cuda.synchronize()
     close_to_float64(d, a.double(), b.double().t())
+
+
+def fp8_blocks_float64(a, b, scale_a, scale_b, bias):
+    m, k = a.shape
+    n, blocks = b.shape[0], (k + 127) // 128
+    sa, sb = scale_a.double().expand(m, blocks), scale_b.double().expand(n, blocks)
+    d = torch.zeros(m, n, dtype=torch.float64, device=a.device)
+    for i in range(blocks):
+        sl = slice(128 * i, 128 * (i + 1))
+        d += (a.double()[:, sl] @ b.double()[:, sl].T) * sa[:, i:i + 1] * sb[:, i][None]
+    return d if bias is None else d + bias.double()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mode", ["tensor", "block"])
+@pytest.mark.parametrize("mnk", [(1, 7168 // 4, 2048), (128, 2112, 7168 // 8), (5, 7, 300), (33, 64, 48)])
+@pytest.mark.parametrize("bias_dtype", [None, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
+def test_gemm_fp8_matches_float64(target, mode, mnk, bias_dtype, out_dtype):
+    m, n, k = mnk
+    blocks = (k + 127) // 128
+    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    shape_a, shape_b = ((1, 1), (1, 1)) if mode == "tensor" else ((m, blocks), (n, blocks))
+    scale_a = torch.rand(*shape_a, device="cuda") + 0.5
+    scale_b = torch.rand(*shape_b, device="cuda") + 0.5
+    bias = None if bias_dtype is None else torch.randn(n, device="cuda", dtype=bias_dtype)
+    d = ops.gemm_fp8_fwd(a, b, scale_a, scale_b, bias, out_dtype=out_dtype, target=target)
+    assert d.shape == (m, n) and d.dtype == out_dtype
+    want = fp8_blocks_float64(a, b, scale_a, scale_b, bias)
+    terms = fp8_blocks_float64(a.float().abs().to(torch.float8_e4m3fn), b.float().abs().to(torch.float8_e4m3fn),
+                               scale_a, scale_b, None)
+    eps = 2.0 ** -8 if out_dtype == torch.bfloat16 else 2.0 ** -11
+    err = (d.double() - want).abs()
+    assert (err <= eps * want.abs() + 1e-5 * terms + 1e-3).all(), float(err.max())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemm_fp8_per_tensor_is_torch_scaled_mm(target):
+    a = torch.randn(64, 512, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(256, 512, device="cuda").to(torch.float8_e4m3fn)
+    sa, sb = torch.tensor([[0.5]], device="cuda"), torch.tensor([[2.0]], device="cuda")
+    bias = torch.randn(256, device="cuda", dtype=torch.bfloat16)
+    want = torch._scaled_mm(a, b.t(), scale_a=sa.reshape(()), scale_b=sb.reshape(()), bias=bias,
+                            out_dtype=torch.bfloat16)
+    got = ops.gemm_fp8_fwd(a, b, sa, sb, bias, target=target)
+    torch.testing.assert_close(got, want, rtol=2 ** -7, atol=1e-2)

@@ -1,5 +1,5 @@
-// GemmFwdOp and BmmFwdOp on the cublaslt target: one cublasLtMatmul per call, planned once per
-// (dtype, layout flags, operand alignments, batch, M, N, K, device) when the kernel is built.
+// GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the cublaslt target: one cublasLtMatmul per call, planned
+// once per (dtypes, layout flags, operand alignments, batch, M, N, K, device) when the kernel is built.
 //
 // cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
 // d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
@@ -10,10 +10,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "targets/builtin.h"
 #include "targets/cublaslt/cublaslt_library.h"
+#include "targets/reference/gemm_fp8.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::cublaslt {
@@ -21,6 +23,7 @@ namespace {
 
 namespace gemm = tileops::ops::gemm_fwd;
 namespace bmm = tileops::ops::gemm_bmm_fwd;
+namespace fp8 = tileops::ops::gemm_fp8_fwd;
 
 // The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
 // kernels only for what the pointers allow, and its default assumption is 256.
@@ -31,24 +34,31 @@ int64_t align_log2(const at::Tensor& t) {
   return log2;
 }
 
-// One product, as its build key: word 0 packs dtype, flags and alignments; then batch, M, N, K.
+// One product, as its build key: word 0 packs the operands' dtype, flags and alignments; then batch,
+// M, N, K; word 5 the output's and the bias's dtypes (FP8: the output's is a param; no bias: -1).
 struct Product {
   c10::ScalarType dtype;
   bool trans_a, trans_b;
   int64_t align_a, align_b, align_d;  // log2 of bytes
   int64_t batch, m, n, k;
+  c10::ScalarType out_dtype = dtype;
+  int64_t bias_dtype = -1;
+  bool aten = false;  // FP8 that cuBLASLt does not take (block scales, unaligned): ATen serves it
 
   BuildKey key() const {
     return BuildKey{int64_t(dtype) | int64_t(trans_a) << 8 | int64_t(trans_b) << 9 | align_a << 12 |
-                        align_b << 16 | align_d << 20,
-                    batch, m, n, k};
+                        align_b << 16 | align_d << 20 | int64_t(aten) << 24,
+                    batch, m, n, k, int64_t(out_dtype) | (bias_dtype + 1) << 8};
   }
   static Product from(const BuildKey& key) {
-    const int64_t w = key.words[0];
+    const int64_t w = key.words[0], o = key.words[5];
     return {c10::ScalarType(w & 0xff), bool(w >> 8 & 1), bool(w >> 9 & 1), w >> 12 & 0xf, w >> 16 & 0xf,
-            w >> 20 & 0xf, key.words[1], key.words[2], key.words[3], key.words[4]};
+            w >> 20 & 0xf, key.words[1], key.words[2], key.words[3], key.words[4], c10::ScalarType(o & 0xff),
+            (o >> 8) - 1, bool(w >> 24 & 1)};
   }
+  bool is_fp8() const { return dtype == c10::kFloat8_e4m3fn; }
   std::string describe(const char* stem) const {
+    if (aten) return std::string(stem) + "__block_scales_or_unaligned (ATen)";
     return std::string(stem) + "__" + c10::toString(dtype) + "__" + (trans_a ? "t" : "n") + (trans_b ? "t" : "n") +
            "__b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
            std::to_string(k) + "__align" + std::to_string(1 << std::min({align_a, align_b, align_d})) + " (cuBLASLt)";
@@ -60,6 +70,7 @@ cudaDataType_t data_type(c10::ScalarType t) {
     case c10::kHalf: return CUDA_R_16F;
     case c10::kBFloat16: return CUDA_R_16BF;
     case c10::kFloat: return CUDA_R_32F;
+    case c10::kFloat8_e4m3fn: return CUDA_R_8F_E4M3;
     default: TORCH_CHECK(false, "tileops: target 'cublaslt' has no GEMM for dtype ", t);
   }
 }
@@ -67,21 +78,28 @@ cudaDataType_t data_type(c10::ScalarType t) {
 class LtMatmul final : public Kernel {
  public:
   LtMatmul(const char* op, const Product& p, c10::DeviceIndex device) : op_(op), p_(p) {
-    if (p.batch == 0 || p.m == 0 || p.n == 0 || p.k == 0) return;  // nothing to plan: launch writes zeros or nothing
+    if (p.aten || p.batch == 0 || p.m == 0 || p.n == 0 || p.k == 0) return;  // nothing to plan
     const LtApi& api = lt();
     handle_ = handle(device);
-    const cudaDataType_t t = data_type(p.dtype);
+    const cudaDataType_t t = data_type(p.dtype), t_out = data_type(p.out_dtype);
     // float32 accumulation for every dtype (no TF32 for float32: torch.matmul's default precision).
     check(api.desc_create(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), op, "cublasLtMatmulDescCreate");
     const cublasOperation_t op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // b is cuBLASLt's A
     const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)), op, "set TRANSA");
     check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)), op, "set TRANSB");
+    if (p.bias_dtype >= 0) {  // added in float32 before the one rounding; one value per row of d^T
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = data_type(c10::ScalarType(p.bias_dtype));
+      check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)), op, "set EPILOGUE");
+      check(api.desc_set(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)), op,
+            "set BIAS_DATA_TYPE");
+    }
     // Column-major shapes of the stored buffers: b is [K, N] (or [N, K] with trans_b), a is [M, K]
     // (or [K, M] with trans_a), d is [M, N]; the leading dimension is the row length.
     lt_a_ = layout(t, p.trans_b ? p.k : p.n, p.trans_b ? p.n : p.k, p.k * p.n);
     lt_b_ = layout(t, p.trans_a ? p.m : p.k, p.trans_a ? p.k : p.m, p.m * p.k);
-    lt_d_ = layout(t, p.n, p.m, p.m * p.n);
+    lt_d_ = layout(t_out, p.n, p.m, p.m * p.n);
     algo_ = plan(workspace_bytes(device), &needs_);
     size_t unused = 0;
     algo_without_workspace_ = plan(0, &unused);
@@ -95,13 +113,32 @@ class LtMatmul final : public Kernel {
   }
 
   void launch(const OpCall& call) const override {
+    if (p_.aten) return reference::gemm_fp8_fwd_aten(call);
     const at::Tensor& a = call.inputs[0];
     const at::Tensor& b = call.inputs[1];
     const at::Tensor& d = call.outputs[0];
     if (p_.m == 0 || p_.n == 0 || p_.batch == 0) return;
     if (p_.k == 0) {
+      if (p_.is_fp8()) return reference::gemm_fp8_fwd_aten(call);  // d is the bias, or zeros
       d.zero_();
       return;
+    }
+    // FP8: the scales and the bias are pointers of this call. The descriptor is shared, so setting
+    // them and enqueueing is one critical section (cublasLtMatmul reads the descriptor on the host).
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (p_.is_fp8()) {
+      const fp8::View v(call);
+      const void* scale_b = v.scale_b().data_ptr();  // cuBLASLt's A is b
+      const void* scale_a = v.scale_a().data_ptr();
+      lock.lock();
+      check(lt().desc_set(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_b, sizeof(scale_b)), op_,
+            "set A_SCALE_POINTER");
+      check(lt().desc_set(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof(scale_a)), op_,
+            "set B_SCALE_POINTER");
+      if (const at::Tensor* bias = v.bias()) {
+        const void* ptr = bias->data_ptr();
+        check(lt().desc_set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof(ptr)), op_, "set BIAS_POINTER");
+      }
     }
     const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(call.device.index());
     const Workspace ws = workspace(stream);
@@ -162,6 +199,7 @@ class LtMatmul final : public Kernel {
   cublasLtMatrixLayout_t lt_a_ = nullptr, lt_b_ = nullptr, lt_d_ = nullptr;
   cublasLtMatmulAlgo_t algo_{}, algo_without_workspace_{};
   size_t needs_ = 0;
+  mutable std::mutex mu_;  // FP8 calls: their pointers in the shared descriptor
 };
 
 template <class IdentityFn>
@@ -198,7 +236,25 @@ KernelBuilder bmm_fwd_builder() {
   });
 }
 
+// cuBLASLt's FP8 path: per-tensor scales, K and N multiples of 16, 16-byte aligned operands, a bias
+// in the output's dtype. Anything else runs the reference's ATen formula inside this kernel.
+KernelBuilder gemm_fp8_fwd_builder() {
+  return lt_builder(fp8::kName, "gemm_fp8_fwd", [](const OpCall& call) {
+    const fp8::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b(), &d = v.d();
+    const at::Tensor* bias = v.bias();
+    Product p{a.scalar_type(), false, true, align_log2(a), align_log2(b), align_log2(d), 1, a.size(0), b.size(0),
+              a.size(1), d.scalar_type(), bias ? int64_t(bias->scalar_type()) : -1};
+    const bool aligned = std::min({p.align_a, p.align_b, p.align_d, bias ? align_log2(*bias) : 8}) >= 4;
+    p.aten = v.scale_a().numel() != 1 || v.scale_b().numel() != 1 || p.k % 16 != 0 || p.n % 16 != 0 || !aligned ||
+             (bias && bias->scalar_type() != d.scalar_type());
+    if (p.aten) p = Product{a.scalar_type(), false, true, 0, 0, 0, 0, 0, 0, 0, d.scalar_type(), -1, true};
+    return p;
+  });
+}
+
 TILEOPS_PENDING_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_PENDING_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
 
 }  // namespace
