@@ -152,6 +152,18 @@ def _extras(mesh):
                                               rtol=1e-5, atol=1e-5)}
     out["reduced_dim"] = reduced
 
+    # BmmFwdOp as torch.bmm shards: M or N give a sharded d, K (both operands) a Partial(sum) one.
+    a, b = torch.randn(2, 8, 16), torch.randn(2, 16, 12)
+    want = torch.ops.tileops.gemm_bmm_fwd(a, b)
+    bmm = {}
+    for name, pa, pb in (("m", Shard(1), Replicate()), ("n", Replicate(), Shard(2)), ("k", Shard(2), Shard(1))):
+        da, db = distribute_tensor(a, mesh, [pa]), distribute_tensor(b, mesh, [pb])
+        with CommDebugMode() as comm:
+            d = torch.ops.tileops.gemm_bmm_fwd(da, db)
+        bmm[name] = {"collectives": comm.get_total_counts(), "placements": str(d.placements),
+                     "ok": torch.allclose(d.full_tensor(), want, rtol=1e-5, atol=1e-5)}
+    out["bmm"] = bmm
+
     norm = RMSNormFwdOp((256,))
 
     def block(a, b):

@@ -98,6 +98,13 @@ def test_a_sharded_reduced_dim_gives_a_partial_output_without_collectives(report
         for name, op in (("sum", "sum"), ("amax", "max"), ("amin", "min"))}
 
 
+def test_bmm_shards_as_torch_bmm(report):
+    assert report["extras"]["bmm"] == {
+        "m": {"collectives": 0, "placements": "(Shard(dim=1),)", "ok": True},
+        "n": {"collectives": 0, "placements": "(Shard(dim=2),)", "ok": True},
+        "k": {"collectives": 0, "placements": "(Partial(sum),)", "ok": True}}
+
+
 def test_out_buffer_is_written_where_it_is_or_refused(report):
     assert report["extras"]["out_rows"] == {"ok": True}
     err = report["extras"]["out_cols"]["error"]
