@@ -22,7 +22,9 @@ def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
 
 
 def test_pending_module_prints_the_pending_list():
-    r = subprocess.run([sys.executable, "-m", "tileops.pending"], capture_output=True, text=True, check=True)
+    python_dir = os.path.dirname(os.path.dirname(tileops.__file__))  # a checkout's python/, unless installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([python_dir, os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "tileops.pending"], capture_output=True, text=True, check=True, env=env)
     assert r.stdout.splitlines() == [f"{c}\t{t}" for c, t in tileops.pending()]
 
 
