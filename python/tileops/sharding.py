@@ -57,6 +57,8 @@ def _spell(s: dict) -> str:
     kind = s["kind"]
     if kind == "free":
         return f"free: {s['free']}" + (f", partial: {s['partial']}" if s.get("partial") else "")
+    if kind == "matmul":
+        return f"matmul: {s['matmul']}"
     if s.get("combine"):
         return f"reduce: {s['reduce']}, combine: {s['combine']}"
     if kind in ("except", "reduce"):
@@ -215,6 +217,19 @@ class _Rule:
             od = d if keepdim else d - sum(r < d for r in reduced)
             rows.append([Shard(od)] * len(self.returns) + [Shard(d)] * len(present))
         return rows
+
+    def _matmul(self, op_schema, present, ndims, shapes):
+        """torch.mm's rules for d = op(a) @ op(b), op(x) = x.T where its flag is set: M shards a and d,
+        N shards b and d, K shards a and b and leaves d a partial sum."""
+        from torch.distributed.tensor.placement_types import Partial, Replicate, Shard
+        if len(present) != 2:
+            return []
+        ta, tb = (bool(self._value(op_schema, f)) for f in self.entry["sharding"]["matmul"])
+        m_of_a, k_of_a = (1, 0) if ta else (0, 1)
+        k_of_b, n_of_b = (1, 0) if tb else (0, 1)
+        return [[Shard(0), Shard(m_of_a), Replicate()],
+                [Shard(1), Replicate(), Shard(n_of_b)],
+                [Partial(), Shard(k_of_a), Shard(k_of_b)]]
 
     def _pointwise(self, op_schema, present, ndims, shapes):
         """As torch's pointwise ops: a dim of the output shards where every input holding it whole (not

@@ -48,8 +48,8 @@ STATUSES = ("spec-only", "implemented")
 ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "roofline", "composition", "autograd",
               "elementwise", "sharding"}
 # `sharding:` (docs/MANIFEST.md): which dims of a DTensor call shard without communication.
-SHARDING_KINDS = ("free", "except", "reduce", "replicate")
-SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine"}
+SHARDING_KINDS = ("free", "except", "reduce", "matmul", "replicate")
+SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine", "matmul"}
 SHARDING_COMBINES = ("sum", "max", "min")  # DTensor Partial reduce ops a reduction's shards combine by
 AUTOGRAD_KEYS = {"backward"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
@@ -877,6 +877,9 @@ def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
     reduce: <param>      any dim the int or int[] param does not reduce (None: every dim; keepdim if
                          present); with `combine: sum | max | min`, a reduced dim shards too and the
                          output is Partial(that op): each rank reduces its shard (SumFwdOp, AmaxFwdOp)
+    matmul: [ta, tb]     two inputs a, b and one output d = op(a) @ op(b), the bool params saying
+                         which operand is stored transposed: torch.mm's rules (M shards a and d,
+                         N shards b and d, K shards both and d is Partial(sum))
     replicate            every tensor whole on every rank (the default: correct, gathers first)
     An elementwise entry shards as torch's pointwise ops do (broadcasting) and takes no `sharding:`."""
     if "sharding" not in entry:
@@ -892,14 +895,24 @@ def _sharding(ctx, entry, inputs, outputs, params, elementwise: bool) -> tuple:
         ctx.fail(line, "sharding is `replicate` or a map: {free: [...], partial: [...]}, {except: <param>} "
                        "or {reduce: <param>}")
     ctx.keys(raw, SHARDING_KEYS, "sharding")
-    kinds = [k for k in ("free", "except", "reduce") if k in raw]
+    kinds = [k for k in ("free", "except", "reduce", "matmul") if k in raw]
     if len(kinds) != 1:
-        ctx.fail(line, "sharding names exactly one of free:, except:, reduce:")
+        ctx.fail(line, "sharding names exactly one of free:, except:, reduce:, matmul:")
     kind = kinds[0]
     if "combine" in raw and (kind != "reduce" or raw["combine"] not in SHARDING_COMBINES):
         ctx.fail(raw.line_of("combine"), "sharding.combine goes with reduce: and is one of "
                                             + ", ".join(SHARDING_COMBINES))
     pmap = {p.name: p for p in params}
+    if kind == "matmul":
+        flags = raw["matmul"]
+        if not (isinstance(flags, list) and len(flags) == 2 and all(
+                f in pmap and pmap[f].type == "bool" for f in flags)):
+            ctx.fail(raw.line_of("matmul"), "sharding.matmul names the two bool params that transpose a and b")
+        if len(inputs) != 2 or len(outputs) != 1 or any(len(t.shape_text.split(",")) != 2 for t in inputs):
+            ctx.fail(raw.line_of("matmul"), "sharding.matmul is for two 2-D inputs and one output")
+        if "partial" in raw:
+            ctx.fail(raw.line_of("partial"), "sharding.matmul takes no partial: (d is Partial when K shards)")
+        return ("matmul", (("matmul", tuple(flags)),))
     if kind == "free":
         free = raw["free"]
         if not isinstance(free, list) or not free or not all(isinstance(f, str) for f in free):

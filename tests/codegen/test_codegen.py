@@ -503,12 +503,38 @@ def test_sharding_is_read_and_defaults_to_replicate():
     ("{free: [n|m]}", "sharding.free: 'm' is no dim of an input's shape"),
     ("{free: [n], partial: [z]}", "sharding.partial: 'z' is not an output"),
     ("{except: n}", "sharding.except names a param of type int or SymInt, got 'n'"),
-    ("{free: [n], except: n}", "sharding names exactly one of free:, except:, reduce:"),
+    ("{free: [n], except: n}", "sharding names exactly one of free:, except:, reduce:, matmul:"),
+    ("{matmul: [ta, tb]}", "sharding.matmul names the two bool params that transpose a and b"),
     ("{gather: [n]}", "unknown key 'gather' in sharding"),
     ("everything", "sharding is `replicate` or a map"),
 ])
 def test_sharding_mistakes_are_refused(line, message):
     assert message in error_of(_with_sharding(GOOD, line))
+
+
+MATMUL = """
+MOp:
+  family: fam
+  ref_api: torch.mm
+  status: implemented
+  signature:
+    inputs:
+      a: {dtype: float16, shape: "[a0, a1]"}
+      b: {dtype: float16, shape: "[b0, b1]"}
+    outputs:
+      d: {dtype: float16, shape: "[select(ta, a1, a0), select(tb, b0, b1)]"}
+    params:
+      ta: {type: bool, default: false}
+      tb: {type: bool, default: false}
+    shape_rules: ["select(ta, a0, a1) == select(tb, b1, b0)"]
+"""
+
+
+def test_matmul_sharding_names_the_two_transpose_flags():
+    (m,) = build_ops([parse_text(textwrap.dedent(_with_sharding(MATMUL, "{matmul: [ta, tb]}")), "manifests/t.yaml")])
+    assert m.sharding == ("matmul", (("matmul", ("ta", "tb")),))
+    assert "sharding.matmul names the two bool params" in error_of(_with_sharding(MATMUL, "{matmul: [ta]}"))
+    assert "sharding.matmul takes no partial:" in error_of(_with_sharding(MATMUL, "{matmul: [ta, tb], partial: [d]}"))
 
 
 def test_reduce_sharding_names_a_dim_param():

@@ -164,6 +164,24 @@ def _extras(mesh):
                      "ok": torch.allclose(d.full_tensor(), want, rtol=1e-5, atol=1e-5)}
     out["bmm"] = bmm
 
+    # GemmFwdOp as torch.mm shards, whichever operand is stored transposed.
+    gemm = {}
+    for ta, tb in ((False, True), (True, False)):
+        a = torch.randn(16, 8) if ta else torch.randn(8, 16)    # M = 8, K = 16
+        b = torch.randn(12, 16) if tb else torch.randn(16, 12)  # N = 12
+        want = torch.ops.tileops.gemm_fwd(a, b, trans_a=ta, trans_b=tb)
+        m_a, k_a = (1, 0) if ta else (0, 1)
+        k_b, n_b = (1, 0) if tb else (0, 1)
+        for name, pa, pb in (("m", Shard(m_a), Replicate()), ("n", Replicate(), Shard(n_b)),
+                             ("k", Shard(k_a), Shard(k_b))):
+            da, db = distribute_tensor(a, mesh, [pa]), distribute_tensor(b, mesh, [pb])
+            with CommDebugMode() as comm:
+                d = torch.ops.tileops.gemm_fwd(da, db, trans_a=ta, trans_b=tb)
+            gemm[f"{name} ta={ta} tb={tb}"] = {
+                "collectives": comm.get_total_counts(), "placements": str(d.placements),
+                "ok": torch.allclose(d.full_tensor(), want, rtol=1e-5, atol=1e-5)}
+    out["gemm"] = gemm
+
     norm = RMSNormFwdOp((256,))
 
     def block(a, b):

@@ -105,6 +105,13 @@ def test_bmm_shards_as_torch_bmm(report):
         "k": {"collectives": 0, "placements": "(Partial(sum),)", "ok": True}}
 
 
+def test_gemm_shards_as_torch_mm_whatever_the_flags(report):
+    placements = {"m": "(Shard(dim=0),)", "n": "(Shard(dim=1),)", "k": "(Partial(sum),)"}
+    assert report["extras"]["gemm"] == {
+        f"{dim} ta={ta} tb={tb}": {"collectives": 0, "placements": placements[dim], "ok": True}
+        for ta, tb in ((False, True), (True, False)) for dim in "mnk"}
+
+
 def test_out_buffer_is_written_where_it_is_or_refused(report):
     assert report["extras"]["out_rows"] == {"ok": True}
     err = report["extras"]["out_cols"]["error"]
