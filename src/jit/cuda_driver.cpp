@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "jit/dl_symbol.h"
 #include "jit/jit_error.h"
 
 namespace tileops::jit {
@@ -15,14 +16,6 @@ namespace {
 std::string dl_error() {
   const char* e = dlerror();
   return e ? e : "unknown dlopen error";
-}
-
-// Resolves `name` into `fn`; returns false (and names the symbol in *missing) when absent.
-template <class Fn>
-bool resolve(void* lib, const char* name, Fn& fn, std::string* missing) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!fn && missing) *missing += std::string(missing->empty() ? "" : ", ") + name;
-  return fn != nullptr;
 }
 
 // ---- driver ----------------------------------------------------------------------------------

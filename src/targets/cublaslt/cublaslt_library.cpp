@@ -14,16 +14,11 @@
 
 #include "common/log.h"
 #include "jit/cuda_driver.h"
+#include "jit/dl_symbol.h"
 #include "targets/torch_wheel.h"
 
 namespace tileops::cublaslt {
 namespace {
-
-template <class Fn>
-void resolve(void* lib, const char* name, Fn& fn, std::string* missing) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (!fn) *missing += std::string(missing->empty() ? "" : ", ") + name;
-}
 
 // The soname of the CUDA major torch was built for; the loaded copy first, then the torch wheel's
 // nvidia/ folders, then the loader's search path.
@@ -49,6 +44,7 @@ LtApi load(std::string* error) {
     return api;
   }
   std::string missing;
+  using jit::resolve;
   resolve(lib, "cublasLtCreate", api.create, &missing);
   resolve(lib, "cublasLtGetVersion", api.get_version, &missing);
   resolve(lib, "cublasLtGetStatusName", api.status_name, &missing);
