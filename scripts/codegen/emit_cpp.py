@@ -359,16 +359,18 @@ def _condition(op: Op, env: Env, c) -> str:
         return f"{c.param}.has_value()" if op.param(c.param) is not None else f"tileops::check::present({c.param})"
     if isinstance(c, exprs.Flag):
         return c.param
+    if any(p.name in exprs.names_in(c) and p.type == "float" for p in op.params):  # after `not given(p) or`
+        return f"({_float_expr(c.lhs, op)} {c.op} {_float_expr(c.rhs, op)})"
     return f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})"
 
 
-def _float_expr(node) -> str:
-    """A rule's side over numbers and non-nullable float / int params, in double."""
+def _float_expr(node, op: Op) -> str:
+    """A rule's side over numbers and float / int params, in double (a nullable one known given)."""
     if isinstance(node, exprs.Num):
         return f"{node.value}.0"
     if isinstance(node, exprs.Name):
-        return f"static_cast<double>({node.id})"
-    return f"({_float_expr(node.lhs)} {node.op} {_float_expr(node.rhs)})"
+        return f"(*{node.id})" if op.param(node.id).nullable else f"static_cast<double>({node.id})"
+    return f"({_float_expr(node.lhs, op)} {node.op} {_float_expr(node.rhs, op)})"
 
 
 def emit_rule(op: Op, env: Env, rule) -> list[str]:
@@ -392,7 +394,7 @@ def emit_rule(op: Op, env: Env, rule) -> list[str]:
     if any(p.name in used and p.type == "float" for p in op.params):  # compared in double: NaN breaks it
         names = [p.name for p in op.params if p.name in used]
         where = ' + ", " + '.join(f"tileops::check::describe_param({cpp_str(n)}, {n})" for n in names)
-        return [f"if (!({_float_expr(rule.node.lhs)} {rule.node.op} {_float_expr(rule.node.rhs)})) "
+        return [f"if (!({_float_expr(rule.node.lhs, op)} {rule.node.op} {_float_expr(rule.node.rhs, op)})) "
                 f"tileops::check::fail_param_rule(kOp, {cpp_str(', '.join(names))}, {cpp_str(rule.text)}, {where});"]
     lhs, rhs = env.expr(rule.node.lhs), env.expr(rule.node.rhs)
     # The values of the int params and the dims of the shapes the rule names, after its two sides.

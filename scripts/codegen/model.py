@@ -602,6 +602,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     int_params = {p.name for p in params if p.type == "int"}
     plain_int_params = {p.name for p in params if p.type == "int" and not p.nullable}
     float_params = {p.name for p in params if p.type == "float" and not p.nullable}
+    nullable_floats = {p.name for p in params if p.type == "float" and p.nullable}
     list_params = {p.name for p in params if p.type == "int[]"}
     bool_params = frozenset(p.name for p in params if p.type == "bool" and not p.nullable)
     symbols: set[str] = set()
@@ -641,7 +642,16 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             node = exprs.parse_rule(text)
         except exprs.ExprError as e:
             ctx.fail(line, f"shape rule does not parse: {e}")
-        for cond in (node.conds if isinstance(node, exprs.Or) else (node,)):
+        conds = node.conds if isinstance(node, exprs.Or) else (node,)
+        for k, cond in enumerate(conds):
+            if not isinstance(cond, (exprs.Not, exprs.Given, exprs.Flag)) and exprs.names_in(cond) & nullable_floats:
+                # `not given(softcap) or softcap > 0`: a nullable float is compared once it is known given.
+                guarded = {c.cond.param for c in conds[:k] if isinstance(c, exprs.Not) and isinstance(c.cond, exprs.Given)}
+                if exprs.names_in(cond) & nullable_floats - guarded or list(_calls(cond)) \
+                        or _ops_in(cond) - {"+", "-", "*"} or set(_bare_names(cond)) - nullable_floats - float_params:
+                    ctx.fail(line, f"shape rule '{text}': a nullable float param is compared after 'not given(<it>) "
+                                   "or', with numbers and float params by + - *")
+                continue
             if isinstance(cond, exprs.Not):
                 cond = cond.cond
             if isinstance(cond, exprs.Given):

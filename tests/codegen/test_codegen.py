@@ -165,6 +165,22 @@ def test_a_float_rule_is_checked_in_double():
     assert "(static_cast<double>(p) * 2.0) <= 1.0" in second[0]
 
 
+NULLABLE_FLOAT = "params:\n      cap: {type: 'float?', default: null}\n    shape_rules: [%s]\n    outputs:"
+
+
+@pytest.mark.parametrize("rule", ["'cap > 0'", "'cap > 0 or not given(cap)'", "'not given(cap) or cap > n'"])
+def test_a_nullable_float_is_compared_only_after_not_given(rule):
+    message = "a nullable float param is compared after 'not given(<it>) or'"
+    assert message in error_of(GOOD.replace("outputs:", NULLABLE_FLOAT % rule, 1))
+
+
+def test_a_nullable_float_rule_reads_the_given_value_in_double():
+    (op,) = build_ops([parse_text(GOOD.replace("outputs:", NULLABLE_FLOAT % "'not given(cap) or cap * 2 > 1'", 1),
+                                  "manifests/t.yaml")])
+    (line,) = emit_cpp.emit_rule(op, emit_cpp.Env(op), op.rules[0])
+    assert line.startswith("if (!(!cap.has_value() || (((*cap) * 2.0) > 1.0))) tileops::check::fail_param_rule(kOp, \"cap\"")
+
+
 SYMINT_PARAM = "params:\n      seed: %s\n    outputs:"
 
 
