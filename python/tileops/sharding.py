@@ -176,8 +176,13 @@ class _Rule:
         for g in s["free"]:
             groups += [[f"...{j}"] for j in range(ell)] if g == "..." else [g.split("|")]
         rows = []
+        ranks = present[0][4].mesh.size()
         for g in groups:
             if not any(n in d for d in din for n in g):
+                continue
+            # Dims sharded together split evenly, so each rank holds the same fraction of each: GQA's
+            # query heads keep their KV head (H = 12, H_kv = 3 on 2 ranks would pair them wrongly).
+            if len(g) > 1 and any(shape[d[n]] % ranks for d, shape in zip(din, shapes) for n in g if n in d):
                 continue
             row = []
             for o, d in zip(self.returns, dout):
