@@ -182,6 +182,21 @@ def _extras(mesh):
                 "ok": torch.allclose(d.full_tensor(), want, rtol=1e-5, atol=1e-5)}
     out["gemm"] = gemm
 
+    # GQA decode with its heads sharded: whole KV groups per rank when H and H_kv split evenly (0
+    # collectives); H_kv = 3 splits over neither 2 nor 4 ranks and is gathered rather than mispaired.
+    gqa = {}
+    for kv_heads in (4, 3):
+        q = torch.randn(2, 4 * kv_heads, 16, dtype=torch.float16)
+        k, v = (torch.randn(2, 5, kv_heads, 16, dtype=torch.float16) for _ in range(2))
+        want = torch.ops.tileops.attention_grouped_query_attention_decode_with_kv_cache_fwd(q, k, v)
+        dq = distribute_tensor(q, mesh, [Shard(1)])
+        dk, dv = (distribute_tensor(t, mesh, [Shard(2)]) for t in (k, v))
+        with CommDebugMode() as comm:
+            o = torch.ops.tileops.attention_grouped_query_attention_decode_with_kv_cache_fwd(dq, dk, dv)
+        gqa[f"kv_heads={kv_heads}"] = {"collectives": comm.get_total_counts() > 0, "placements": str(o.placements),
+                                       "ok": torch.allclose(o.full_tensor(), want, rtol=1e-3, atol=1e-3)}
+    out["gqa"] = gqa
+
     norm = RMSNormFwdOp((256,))
 
     def block(a, b):

@@ -112,6 +112,12 @@ def test_gemm_shards_as_torch_mm_whatever_the_flags(report):
         for ta, tb in ((False, True), (True, False)) for dim in "mnk"}
 
 
+def test_gqa_heads_shard_with_their_kv_heads_only_when_groups_stay_whole(report):
+    assert report["extras"]["gqa"] == {
+        "kv_heads=4": {"collectives": False, "placements": "(Shard(dim=1),)", "ok": True},
+        "kv_heads=3": {"collectives": True, "placements": "(Replicate(),)", "ok": True}}
+
+
 def test_out_buffer_is_written_where_it_is_or_refused(report):
     assert report["extras"]["out_rows"] == {"ok": True}
     err = report["extras"]["out_cols"]["error"]

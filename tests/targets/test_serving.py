@@ -8,7 +8,10 @@ import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
 REFERENCE_ON_CUDA = {"BmmFwdOp", "GemmFwdOp", "GemmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
-                     "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp"}
+                     "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
+                     "MultiHeadAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
+                     "GroupedQueryAttentionDecodeWithKVCacheFwdOp", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp",
+                     "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

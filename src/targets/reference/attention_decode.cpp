@@ -1,0 +1,186 @@
+// Decode attention over a KV cache (contiguous or paged, MHA, GQA, MLA) on the reference target:
+// the paged cache gathered into a per-request one, then one float32 softmax(q k^T) v per head. The
+// oracle for kernels to come, and what serves CUDA until one of them is verified.
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/where.h>
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <optional>
+
+#include "targets/builtin.h"
+#include "targets/reference/reference.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::reference {
+namespace {
+
+namespace mha = tileops::ops::attention_multi_head_attention_decode_with_kv_cache_fwd;
+namespace mha_paged = tileops::ops::attention_multi_head_attention_decode_paged_with_kv_cache_fwd;
+namespace gqa = tileops::ops::attention_grouped_query_attention_decode_with_kv_cache_fwd;
+namespace gqa_paged = tileops::ops::attention_grouped_query_attention_decode_paged_with_kv_cache_fwd;
+namespace mla = tileops::ops::attention_multi_head_latent_attention_decode_with_kv_cache_fwd;
+
+struct Scores {
+  double scale;
+  std::optional<double> softcap;
+};
+
+// q [B, S_q, H, Dk], k [B, N, H_kv, Dk], v [B, N, H_kv, Dv] (any dtype), `valid` [B, S_q, N] bool or
+// undefined (every token): softmax(q k^T * scale) v per head in float32, [B, S_q, H, Dv]. Query head h
+// reads KV head h // (H / H_kv); a query with no valid token gets zeros.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Scores& sc,
+                  const at::Tensor& valid) {
+  const int64_t heads = q.size(2), kv_heads = k.size(2);
+  const at::Tensor qf = q.to(at::kFloat).permute({0, 2, 1, 3});  // [B, H, S_q, Dk]
+  at::Tensor kf = k.to(at::kFloat).permute({0, 2, 1, 3});        // [B, H_kv, N, Dk]
+  at::Tensor vf = v.to(at::kFloat).permute({0, 2, 1, 3});
+  if (kv_heads != heads) {
+    kf = kf.repeat_interleave(heads / kv_heads, 1);
+    vf = vf.repeat_interleave(heads / kv_heads, 1);
+  }
+  at::Tensor s = at::matmul(qf, kf.transpose(2, 3)).mul_(sc.scale);  // [B, H, S_q, N]
+  if (sc.softcap) s = at::tanh(s / *sc.softcap).mul_(*sc.softcap);
+  at::Tensor p;
+  if (valid.defined()) {
+    const at::Tensor keep = valid.unsqueeze(1);  // [B, 1, S_q, N]
+    s.masked_fill_(keep.logical_not(), -INFINITY);
+    // A row with nothing to attend is all -inf: softmax gives NaN there, zeros wanted.
+    p = at::where(keep, at::softmax(s, -1), 0.0);
+  } else {
+    p = at::softmax(s, -1);
+  }
+  return at::matmul(p, vf).permute({0, 2, 1, 3});  // [B, S_q, H, Dv]
+}
+
+double default_scale(std::optional<double> sm_scale, int64_t head_dim) {
+  return sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+// The paged cache of each request as a contiguous one: pool [N_kv, H_kv, D] -> [B, num_pages *
+// page_size, H_kv, D], logical token j at row block_table[b, j / page_size] * page_size + j % page_size.
+// Entries past a request's length are never read (they may hold -1), so they gather row 0 and are
+// masked by `valid_tokens`. Lengths and the pages they read are data: checked here, by name.
+struct Paged {
+  at::Tensor rows;    // [B, num_pages * page_size] int64
+  at::Tensor length;  // [B] int64
+};
+
+Paged page_rows(const char* op, const at::Tensor& real_seqlen_kv, const at::Tensor& block_table, int64_t page_size,
+                int64_t pool_rows) {
+  const int64_t pages = block_table.size(1), pool_pages = pool_rows / page_size;
+  const at::Tensor length = real_seqlen_kv.to(at::kLong);
+  const at::Tensor table = block_table.to(at::kLong);
+  const at::Tensor j = at::arange(pages * page_size, table.options());
+  const at::Tensor read = j.unsqueeze(0) < length.unsqueeze(1);  // [B, L]
+  const at::Tensor page = table.index_select(1, j.div(page_size, "floor"));
+  if (length.numel() > 0) {
+    const int64_t lo = length.min().item<int64_t>(), hi = length.max().item<int64_t>();
+    TORCH_CHECK_VALUE(lo >= 0 && hi <= pages * page_size, op, ": 'real_seqlen_kv' must lie in [0, num_pages * page_size] = [0, ",
+                      pages * page_size, "] (block_table has ", pages, " pages of page_size ", page_size, "), got ",
+                      lo < 0 ? lo : hi);
+    const at::Tensor bad = read & ((page < 0) | (page >= pool_pages));
+    if (bad.any().item<bool>()) {
+      const int64_t first = bad.flatten().nonzero().select(0, 0).item<int64_t>();
+      const int64_t b = first / (pages * page_size), e = first % (pages * page_size) / page_size;
+      TORCH_CHECK_VALUE(false, op, ": 'block_table' entries a request reads must be pages of k and v, in [0, N_kv / page_size) = [0, ",
+                        pool_pages, "); block_table[", b, ", ", e, "] is ", table.select(0, b).select(0, e).item<int64_t>(),
+                        " and real_seqlen_kv[", b, "] = ", length.select(0, b).item<int64_t>(), " reads it");
+    }
+  }
+  const at::Tensor rows = at::where(read, page * page_size + j.remainder(page_size), 0);
+  return {rows, length};
+}
+
+// [N_kv, H_kv, D] pool rows gathered per request: [B, L, H_kv, D].
+at::Tensor gather(const at::Tensor& pool, const at::Tensor& rows) {
+  return pool.index_select(0, rows.flatten()).reshape({rows.size(0), rows.size(1), pool.size(1), pool.size(2)});
+}
+
+// [B, S_q, L] bool: token j is read by query i when j < length, and, causally, j <= length - S_q + i.
+at::Tensor valid_tokens(const at::Tensor& length, int64_t queries, int64_t tokens, bool causal) {
+  const at::Tensor j = at::arange(tokens, length.options()).view({1, 1, tokens});
+  const at::Tensor len = length.view({-1, 1, 1});
+  at::Tensor valid = (j < len).expand({length.size(0), queries, tokens});
+  if (causal) {
+    const at::Tensor i = at::arange(queries, length.options()).view({1, queries, 1});
+    valid = valid & (j <= len - queries + i);
+  }
+  return valid;
+}
+
+class MhaDecodeReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const mha::View v(call);
+    at::Tensor o = v.o();
+    o.copy_(attend(v.q(), v.k(), v.v(), {default_scale(std::nullopt, v.q().size(3)), std::nullopt}, {}));
+  }
+};
+
+class MhaDecodePagedReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const mha_paged::View v(call);
+    const Paged paged = page_rows(call.op_name, v.real_seqlen_kv(), v.block_table(), v.page_size(), v.k().size(0));
+    const at::Tensor valid = valid_tokens(paged.length, v.q().size(1), paged.rows.size(1), v.is_causal());
+    at::Tensor o = v.o();
+    o.copy_(attend(v.q(), gather(v.k(), paged.rows), gather(v.v(), paged.rows),
+                   {default_scale(std::nullopt, v.q().size(3)), std::nullopt}, valid));
+  }
+};
+
+class GqaDecodeReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa::View v(call);
+    at::Tensor o = v.o();
+    o.copy_(attend(v.q().unsqueeze(1), v.k(), v.v(), {default_scale(v.sm_scale(), v.q().size(2)), v.softcap()}, {})
+                .squeeze(1));
+  }
+};
+
+class GqaDecodePagedReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa_paged::View v(call);
+    const Paged paged = page_rows(call.op_name, v.real_seqlen_kv(), v.block_table(), v.page_size(), v.k().size(0));
+    const at::Tensor valid = valid_tokens(paged.length, 1, paged.rows.size(1), false);
+    at::Tensor o = v.o();
+    o.copy_(attend(v.q().unsqueeze(1), gather(v.k(), paged.rows), gather(v.v(), paged.rows),
+                   {default_scale(v.sm_scale(), v.q().size(2)), v.softcap()}, valid)
+                .squeeze(1));
+  }
+};
+
+class MlaDecodeReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const mla::View v(call);
+    // q . k + q_pe . k_pe is one dot product of the concatenated vectors.
+    const at::Tensor q = at::cat({v.q(), v.q_pe()}, -1).unsqueeze(1);  // [B, 1, H, D + pe]
+    const at::Tensor k = at::cat({v.k(), v.k_pe()}, -1);              // [B, N, 1, D + pe]
+    at::Tensor o = v.o();
+    o.copy_(attend(q, k, v.k(), {default_scale(std::nullopt, q.size(3)), std::nullopt}, {}).squeeze(1));
+  }
+};
+
+KernelBuilder mha_decode_builder() { return stateless_builder<MhaDecodeReference>("mha_decode (ATen)"); }
+KernelBuilder mha_decode_paged_builder() { return stateless_builder<MhaDecodePagedReference>("mha_decode_paged (ATen)"); }
+KernelBuilder gqa_decode_builder() { return stateless_builder<GqaDecodeReference>("gqa_decode (ATen)"); }
+KernelBuilder gqa_decode_paged_builder() { return stateless_builder<GqaDecodePagedReference>("gqa_decode_paged (ATen)"); }
+KernelBuilder mla_decode_builder() { return stateless_builder<MlaDecodeReference>("mla_decode (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionDecodeWithKVCacheFwdOp, mha_decode_builder);
+TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionDecodePagedWithKVCacheFwdOp, mha_decode_paged_builder);
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionDecodeWithKVCacheFwdOp, gqa_decode_builder);
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionDecodePagedWithKVCacheFwdOp, gqa_decode_paged_builder);
+TILEOPS_BUILTIN_KERNEL(reference, MultiHeadLatentAttentionDecodeWithKVCacheFwdOp, mla_decode_builder);
+
+}  // namespace
+}  // namespace tileops::reference
