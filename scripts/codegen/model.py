@@ -5,6 +5,7 @@ Nothing here writes files or knows about C++.
 """
 from __future__ import annotations
 
+import keyword
 import itertools
 import math
 import re
@@ -59,6 +60,14 @@ PARAM_KEYS = {"type", "default", "choices", "doc", "none"}
 # What None stands for in a nullable param of an elementwise entry (`none:`), substituted by the engine.
 NONE_VALUES = ("-inf", "inf", "min", "max", "zero")
 NO_DEFAULT = object()
+
+# C++ keywords a lower_snake name could take (Python's are keyword.kwlist).
+CPP_KEYWORDS = frozenset("""alignas alignof asm auto bool break case catch char class const constexpr const_cast
+    continue decltype default delete do double dynamic_cast else enum explicit export extern float for friend goto
+    if inline int long mutable namespace new noexcept nullptr operator private protected public register
+    reinterpret_cast return short signed sizeof static static_assert static_cast struct switch template this
+    thread_local throw try typedef typeid typename union unsigned using virtual void volatile wchar_t while and or
+    not xor bitand bitor compl""".split())
 
 
 @dataclass(frozen=True)
@@ -477,6 +486,9 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             ctx.fail(line, f"{what} name {name!r} must be lower_snake")
         if name in ("target", "out", "self"):
             ctx.fail(line, f"{what} name '{name}' is reserved by the generated schema")
+        if keyword.iskeyword(name) or name in CPP_KEYWORDS:
+            # The name is a C++ accessor and a Python keyword argument (TileOPs' `do`: call it `dout`).
+            ctx.fail(line, f"{what} name '{name}' is a C++ or Python keyword")
         if name in names_seen:
             ctx.fail(line, f"name '{name}' is used twice in the signature (first at line {names_seen[name]})")
         names_seen[name] = line
