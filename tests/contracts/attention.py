@@ -51,7 +51,34 @@ def _mla_decode(device):
         torch.randn(4, 10, 1, 6, device=device, dtype=torch.bfloat16))
 
 
+def _mha_fwd(device):
+    import tileops.attention as attention
+    return attention.MultiHeadAttentionFwdOp(is_causal=True), tuple(
+        torch.randn(4, 6, 8, 16, device=device, dtype=torch.bfloat16) for _ in range(3))
+
+
+def _bwd(device, heads, kv_heads):
+    q = torch.randn(4, 6, heads, 16, device=device, dtype=torch.float16)
+    k, v = (torch.randn(4, 6, kv_heads, 16, device=device, dtype=torch.float16) for _ in range(2))
+    o, dout = torch.randn_like(q), torch.randn_like(q)
+    lse = torch.randn(4, heads, 6, device=device) + 3  # any finite values: the formula is what is checked
+    return q, k, v, o, dout, lse
+
+
+def _mha_bwd(device):
+    import tileops.attention as attention
+    return attention.MultiHeadAttentionBwdOp(is_causal=False), _bwd(device, 8, 8)
+
+
+def _gqa_bwd(device):
+    import tileops.attention as attention
+    return attention.GroupedQueryAttentionBwdOp(), _bwd(device, 8, 4)
+
+
 CONTRACT = {
+    "MultiHeadAttentionFwdOp": _mha_fwd,
+    "MultiHeadAttentionBwdOp": _mha_bwd,
+    "GroupedQueryAttentionBwdOp": _gqa_bwd,
     "MultiHeadAttentionDecodeWithKVCacheFwdOp": _mha_decode,
     "MultiHeadAttentionDecodePagedWithKVCacheFwdOp": _mha_decode_paged,
     "GroupedQueryAttentionDecodeWithKVCacheFwdOp": _gqa_decode,

@@ -11,7 +11,8 @@ REFERENCE_ON_CUDA = {"GemmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp"
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "GroupedQueryAttentionDecodeWithKVCacheFwdOp", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp",
-                     "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp"}
+                     "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
+                     "GroupedQueryAttentionBwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

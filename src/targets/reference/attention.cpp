@@ -1,10 +1,13 @@
-// Decode attention over a KV cache (contiguous or paged, MHA, GQA, MLA) on the reference target:
-// the paged cache gathered into a per-request one, then one float32 softmax(q k^T) v per head. The
-// oracle for kernels to come, and what serves CUDA until one of them is verified.
+// Attention on the reference target: decode over a KV cache (contiguous or paged, MHA, GQA, MLA),
+// the paged cache gathered into a per-request one, and the forward and backward over whole
+// sequences; one float32 softmax(q k^T) v per head. The oracle for kernels to come, and what serves
+// CUDA until one of them is verified.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/exp2.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/tanh.h>
@@ -26,6 +29,9 @@ namespace mha_paged = tileops::ops::attention_multi_head_attention_decode_paged_
 namespace gqa = tileops::ops::attention_grouped_query_attention_decode_with_kv_cache_fwd;
 namespace gqa_paged = tileops::ops::attention_grouped_query_attention_decode_paged_with_kv_cache_fwd;
 namespace mla = tileops::ops::attention_multi_head_latent_attention_decode_with_kv_cache_fwd;
+namespace mha_fwd = tileops::ops::attention_multi_head_attention_fwd;
+namespace mha_bwd = tileops::ops::attention_multi_head_attention_bwd;
+namespace gqa_bwd = tileops::ops::attention_grouped_query_attention_bwd;
 
 struct Scores {
   double scale;
@@ -171,6 +177,71 @@ class MlaDecodeReference final : public Kernel {
   }
 };
 
+// [S, S] bool, token i attends j <= i: a causal mask broadcast over batch and heads, or undefined.
+at::Tensor causal_mask(int64_t tokens, bool causal, const at::Tensor& like) {
+  if (!causal) return {};
+  return at::ones({tokens, tokens}, like.options().dtype(at::kBool)).tril();
+}
+
+class MhaFwdReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const mha_fwd::View v(call);
+    const at::Tensor mask = causal_mask(v.q().size(1), v.is_causal(), v.q());
+    at::Tensor o = v.o();
+    o.copy_(attend(v.q(), v.k(), v.v(), {default_scale(std::nullopt, v.q().size(3)), std::nullopt},
+                   mask.defined() ? mask.unsqueeze(0) : mask));
+  }
+};
+
+// The gradients of attention from the forward's o and base-2 log-sum-exp (flash-attn's backward,
+// in float32): P from the scores and lse, dV = P^T dO, dS = P (dO V^T - rowsum(dO o)),
+// dQ = dS K scale, dK = dS^T Q scale; a KV head's dK, dV sum its query heads'.
+void attention_bwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& o,
+                   const at::Tensor& dout, const at::Tensor& lse, bool causal, at::Tensor dq, at::Tensor dk,
+                   at::Tensor dv) {
+  const int64_t batch = q.size(0), tokens = q.size(1), heads = q.size(2), kv_heads = k.size(2), dim = q.size(3);
+  const int64_t group = heads / kv_heads;
+  const double scale = default_scale(std::nullopt, dim);
+  auto bhsd = [](const at::Tensor& t) { return t.to(at::kFloat).permute({0, 2, 1, 3}); };
+  const at::Tensor qf = bhsd(q), of = bhsd(o), dof = bhsd(dout);
+  at::Tensor kf = bhsd(k), vf = bhsd(v);
+  if (group != 1) {
+    kf = kf.repeat_interleave(group, 1);
+    vf = vf.repeat_interleave(group, 1);
+  }
+  at::Tensor s = at::matmul(qf, kf.transpose(2, 3)).mul_(scale * M_LOG2E);  // [B, H, S, S], base 2
+  if (causal) s.masked_fill_(causal_mask(tokens, true, q).logical_not(), -INFINITY);
+  const at::Tensor p = at::exp2(s - lse.unsqueeze(-1));
+  const at::Tensor delta = (dof * of).sum(-1, true);
+  const at::Tensor ds = p * (at::matmul(dof, vf.transpose(2, 3)) - delta);
+  at::Tensor dkf = at::matmul(ds.transpose(2, 3), qf).mul_(scale);
+  at::Tensor dvf = at::matmul(p.transpose(2, 3), dof);
+  if (group != 1) {
+    dkf = dkf.view({batch, kv_heads, group, tokens, dim}).sum(2);
+    dvf = dvf.view({batch, kv_heads, group, tokens, dim}).sum(2);
+  }
+  dq.copy_(at::matmul(ds, kf).mul_(scale).permute({0, 2, 1, 3}));
+  dk.copy_(dkf.permute({0, 2, 1, 3}));
+  dv.copy_(dvf.permute({0, 2, 1, 3}));
+}
+
+class MhaBwdReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const mha_bwd::View v(call);
+    attention_bwd(v.q(), v.k(), v.v(), v.o(), v.dout(), v.lse(), v.is_causal(), v.dq(), v.dk(), v.dv());
+  }
+};
+
+class GqaBwdReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa_bwd::View v(call);
+    attention_bwd(v.q(), v.k(), v.v(), v.o(), v.dout(), v.lse(), v.is_causal(), v.dq(), v.dk(), v.dv());
+  }
+};
+
 KernelBuilder mha_decode_builder() { return stateless_builder<MhaDecodeReference>("mha_decode (ATen)"); }
 KernelBuilder mha_decode_paged_builder() { return stateless_builder<MhaDecodePagedReference>("mha_decode_paged (ATen)"); }
 KernelBuilder gqa_decode_builder() { return stateless_builder<GqaDecodeReference>("gqa_decode (ATen)"); }
@@ -181,6 +252,12 @@ TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionDecodePagedWithKVCacheFwdOp,
 TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionDecodeWithKVCacheFwdOp, gqa_decode_builder);
 TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionDecodePagedWithKVCacheFwdOp, gqa_decode_paged_builder);
 TILEOPS_BUILTIN_KERNEL(reference, MultiHeadLatentAttentionDecodeWithKVCacheFwdOp, mla_decode_builder);
+KernelBuilder mha_fwd_builder() { return stateless_builder<MhaFwdReference>("mha_fwd (ATen)"); }
+KernelBuilder mha_bwd_builder() { return stateless_builder<MhaBwdReference>("mha_bwd (ATen)"); }
+KernelBuilder gqa_bwd_builder() { return stateless_builder<GqaBwdReference>("gqa_bwd (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionFwdOp, mha_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionBwdOp, mha_bwd_builder);
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionBwdOp, gqa_bwd_builder);
 
 }  // namespace
 }  // namespace tileops::reference
