@@ -75,7 +75,18 @@ def _gqa_bwd(device):
     return attention.GroupedQueryAttentionBwdOp(), _bwd(device, 8, 4)
 
 
+def _gqa_window_varlen(device):
+    import tileops.attention as attention
+    cu_q = torch.tensor([0, 3, 3, 7, 12], dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0, 5, 6, 10, 14], dtype=torch.int32, device=device)
+    return attention.GroupedQueryAttentionSlidingWindowVarlenFwdOp(max_seqlen_q=5, window_size_left=2), (
+        torch.randn(12, 8, 16, device=device, dtype=torch.float16),
+        torch.randn(14, 4, 16, device=device, dtype=torch.float16),
+        torch.randn(14, 4, 16, device=device, dtype=torch.float16), cu_q, cu_k)
+
+
 CONTRACT = {
+    "GroupedQueryAttentionSlidingWindowVarlenFwdOp": _gqa_window_varlen,
     "MultiHeadAttentionFwdOp": _mha_fwd,
     "MultiHeadAttentionBwdOp": _mha_bwd,
     "GroupedQueryAttentionBwdOp": _gqa_bwd,

@@ -12,7 +12,7 @@ REFERENCE_ON_CUDA = {"GemmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp"
                      "MultiHeadAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "GroupedQueryAttentionDecodeWithKVCacheFwdOp", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
-                     "GroupedQueryAttentionBwdOp"}
+                     "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

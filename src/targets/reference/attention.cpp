@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "targets/builtin.h"
 #include "targets/reference/reference.h"
@@ -32,6 +33,7 @@ namespace mla = tileops::ops::attention_multi_head_latent_attention_decode_with_
 namespace mha_fwd = tileops::ops::attention_multi_head_attention_fwd;
 namespace mha_bwd = tileops::ops::attention_multi_head_attention_bwd;
 namespace gqa_bwd = tileops::ops::attention_grouped_query_attention_bwd;
+namespace gqa_window = tileops::ops::attention_grouped_query_attention_sliding_window_varlen_fwd;
 
 struct Scores {
   double scale;
@@ -242,6 +244,50 @@ class GqaBwdReference final : public Kernel {
   }
 };
 
+// Request offsets of a packed batch, read on the host and checked: 0 first, never decreasing, the
+// packed length last.
+std::vector<int64_t> offsets(const char* op, const char* name, const at::Tensor& cu, int64_t total) {
+  const at::Tensor host = cu.to(at::kCPU).to(at::kLong).contiguous();
+  const int64_t* p = host.const_data_ptr<int64_t>();
+  std::vector<int64_t> out(p, p + host.numel());
+  TORCH_CHECK_VALUE(out.front() == 0, op, ": '", name, "' must start at 0, got ", out.front());
+  for (size_t i = 1; i < out.size(); ++i)
+    TORCH_CHECK_VALUE(out[i] >= out[i - 1], op, ": '", name, "' must never decrease, got ", out[i - 1], " then ",
+                      out[i], " at ", i);
+  TORCH_CHECK_VALUE(out.back() == total, op, ": '", name, "' must end at the packed length ", total, ", got ",
+                    out.back());
+  return out;
+}
+
+class GqaSlidingWindowVarlenReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa_window::View v(call);
+    const auto cu_q = offsets(call.op_name, "cu_seqlens_q", v.cu_seqlens_q(), v.q().size(0));
+    const auto cu_k = offsets(call.op_name, "cu_seqlens_k", v.cu_seqlens_k(), v.k().size(0));
+    TORCH_CHECK_VALUE(cu_q.size() == cu_k.size(), call.op_name, ": 'cu_seqlens_q' and 'cu_seqlens_k' must have one size, got ",
+                      cu_q.size(), " and ", cu_k.size());
+    at::Tensor o = v.o();
+    const Scores sc{default_scale(std::nullopt, v.q().size(2)), std::nullopt};
+    for (size_t b = 0; b + 1 < cu_q.size(); ++b) {
+      const int64_t len_q = cu_q[b + 1] - cu_q[b], len_k = cu_k[b + 1] - cu_k[b];
+      TORCH_CHECK_VALUE(len_q <= v.max_seqlen_q(), call.op_name, ": request ", b, " has ", len_q,
+                        " queries, more than max_seqlen_q = ", v.max_seqlen_q());
+      if (len_q == 0) continue;
+      const at::Tensor pos = at::arange(len_q, v.q().options().dtype(at::kLong)).add_(len_k - len_q).unsqueeze(1);
+      const at::Tensor j = at::arange(len_k, pos.options()).unsqueeze(0);
+      at::Tensor valid = (j < len_k).expand({len_q, len_k});
+      if (v.is_causal()) valid = valid & (j <= pos);
+      if (v.window_size_left() >= 0) valid = valid & (j >= pos - v.window_size_left());
+      if (v.window_size_right() >= 0) valid = valid & (j <= pos + v.window_size_right());
+      const at::Tensor q = v.q().narrow(0, cu_q[b], len_q).unsqueeze(0);
+      const at::Tensor k = v.k().narrow(0, cu_k[b], len_k).unsqueeze(0);
+      const at::Tensor vv = v.v().narrow(0, cu_k[b], len_k).unsqueeze(0);
+      o.narrow(0, cu_q[b], len_q).copy_(attend(q, k, vv, sc, valid.unsqueeze(0)).squeeze(0));
+    }
+  }
+};
+
 KernelBuilder mha_decode_builder() { return stateless_builder<MhaDecodeReference>("mha_decode (ATen)"); }
 KernelBuilder mha_decode_paged_builder() { return stateless_builder<MhaDecodePagedReference>("mha_decode_paged (ATen)"); }
 KernelBuilder gqa_decode_builder() { return stateless_builder<GqaDecodeReference>("gqa_decode (ATen)"); }
@@ -258,6 +304,8 @@ KernelBuilder gqa_bwd_builder() { return stateless_builder<GqaBwdReference>("gqa
 TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionFwdOp, mha_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionBwdOp, mha_bwd_builder);
 TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionBwdOp, gqa_bwd_builder);
+KernelBuilder gqa_window_builder() { return stateless_builder<GqaSlidingWindowVarlenReference>("gqa_sliding_window_varlen (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionSlidingWindowVarlenFwdOp, gqa_window_builder);
 
 }  // namespace
 }  // namespace tileops::reference
