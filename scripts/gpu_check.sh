@@ -6,7 +6,8 @@
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
 # PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not), BUILD_TARGETS (ninja targets),
 # SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="key=1 key=2,other=3" (TILEOPS_TUNE
-# settings), PROFILE=1|"names".
+# settings), PROFILE=1|"names"; TILEOPS_UNVERIFIED_GPU_TESTS=1 also runs the tests marked unverified_gpu
+# (written without a GPU; a GPU round runs them and drops the mark once they pass).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Logs and JSON go to a work folder; on exit they are packed into one archive,

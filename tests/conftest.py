@@ -18,9 +18,17 @@ tileops.load()
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped cleanly without one)")
+    config.addinivalue_line("markers", "unverified_gpu: a GPU test that has not yet passed on a GPU; runs only with "
+                                       "TILEOPS_UNVERIFIED_GPU_TESTS=1, and loses the mark in the commit that records "
+                                       "its first passing run")
 
 
 def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("TILEOPS_UNVERIFIED_GPU_TESTS"):
+        unverified = pytest.mark.skip(reason="a GPU test not yet run on a GPU: set TILEOPS_UNVERIFIED_GPU_TESTS=1")
+        for item in items:
+            if "unverified_gpu" in item.keywords:
+                item.add_marker(unverified)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU here; run scripts/gpu_check.sh on a machine with one")

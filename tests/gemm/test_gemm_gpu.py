@@ -114,3 +114,27 @@ def test_gemm_fp8_matches_float64(target, mode, mnk, bias_dtype, out_dtype):
     err = (d.double() - want).abs()
     assert (err <= eps * want.abs() + 1e-5 * terms + 1e-3).all(), float(err.max())
 
+
+
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("mnk", [(1, 7168 // 4, 2048), (128, 2112, 7168 // 8), (33, 64, 48), (64, 256, 512)])
+@pytest.mark.parametrize("bias_dtype", [None, torch.bfloat16])
+def test_cublaslt_fp8_per_tensor_equals_scaled_mm(mnk, bias_dtype):
+    # Hopper's FP8 tensor cores accumulate in fewer bits than float32 (probe_fp8_gemm.py): cuBLASLt is
+    # held to torch._scaled_mm bit for bit, and to 2^-8 of the terms' size against float64.
+    if "cublaslt" not in tileops.target_names():
+        pytest.skip("no cublaslt target")
+    m, n, k = mnk
+    a = (torch.randn(m, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device="cuda") * 4).to(torch.float8_e4m3fn)
+    scale_a, scale_b = torch.rand(1, 1, device="cuda") + 0.5, torch.rand(1, 1, device="cuda") + 0.5
+    bias = None if bias_dtype is None else torch.randn(n, device="cuda", dtype=bias_dtype)
+    d = ops.gemm_fp8_fwd(a, b, scale_a, scale_b, bias, out_dtype=torch.bfloat16, target="cublaslt")
+    peer = torch._scaled_mm(a, b.t(), scale_a=scale_a.reshape(()), scale_b=scale_b.reshape(()), bias=bias,
+                            out_dtype=torch.bfloat16)
+    assert torch.equal(d, peer)
+    want = fp8_blocks_float64(a, b, scale_a, scale_b, bias)
+    terms = fp8_blocks_float64(a.float().abs().to(torch.float8_e4m3fn), b.float().abs().to(torch.float8_e4m3fn),
+                               scale_a, scale_b, None)
+    err = (d.double() - want).abs()
+    assert (err <= 2.0 ** -8 * want.abs() + 2.0 ** -8 * terms + 1e-3).all(), float((err / terms).max())
