@@ -67,7 +67,16 @@ def _spell(s: dict) -> str:
 
 
 def _tokens(text: str) -> list[str]:
-    return [t.strip() for t in text.strip()[1:-1].split(",") if t.strip()]
+    """The dims of a `[...]` shape, split at top-level commas (`select(trans_b, b1, b2)` is one dim)."""
+    out, depth, cur = [], 0, ""
+    for ch in text.strip()[1:-1]:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [t for t in out + [cur.strip()] if t]
 
 
 class _Rule:
@@ -102,7 +111,7 @@ class _Rule:
 
     def _shape_of(self, text, present, op_schema):
         """Dim tokens of a shape: `same_as(x)`, `pool(x, ...)` follow x; `*p` expands to len(p)."""
-        if "(" in text:
+        if not text.strip().startswith("["):  # same_as(x), pool(x, ...): x's dims
             ref = text[text.index("(") + 1:].split(",")[0].rstrip(")").strip()
             ref_text = next((s for _, n, s, _ in self.args if n == ref), None) \
                 or next(i["shape"] for i in self.entry["inputs"] if i["name"] == ref)

@@ -38,12 +38,15 @@ def _entries():
     return {e["class"]: e for e in tileops.op_table() if e["status"] == "implemented" and e["has_boundary"]}
 
 
-def _free_at_dim0(entry, op, rows: int, world: int) -> bool:
-    """Whether sharding the example's first input on dim 0 needs no communication, by the manifest's rule
+def _free_at_dim0(entry, op, rows: int, world: int, primary: int) -> bool:
+    """Whether sharding the example's input `primary` on dim 0 needs no communication, by the manifest's rule
     (the reduction examples are 2-D). Fewer rows than ranks would leave a rank empty: those move."""
     s = entry["sharding"]
     if s["kind"] == "replicate" or rows < world:
         return False
+    if s["kind"] == "free":  # the first dim of that input's shape is among the listed ones
+        first = entry["inputs"][primary]["shape"].strip("[] ").split(",")[0].strip()
+        return first == "..." or any(first in g.split("|") for g in s["free"])
     if s.get("combine"):  # a reduced dim shards too: the output is Partial
         return True
     if s["kind"] in ("except", "reduce"):
@@ -78,8 +81,10 @@ def test_free_layouts_issue_no_collectives(report):
     for r in report["rows"]:
         if r["shard"] == 0:
             op, inputs = CONTRACT[r["op"]]("cpu")
-            primary = max((t for t in inputs if isinstance(t, torch.Tensor)), key=lambda t: t.dim())
-            want[r["op"]] = _free_at_dim0(entries[r["op"]], op, primary.shape[0], report["world"])
+            tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+            primary = max(tensors, key=lambda t: t.dim())
+            at = next(i for i, t in enumerate(inputs) if t is primary)
+            want[r["op"]] = _free_at_dim0(entries[r["op"]], op, primary.shape[0], report["world"], at)
             got[r["op"]] = r["ok"] and r["collectives"] == 0
     assert got == want
     # and the rule is what moves data: all replicated, nothing moves either
