@@ -22,7 +22,15 @@ def _gemm_fp8(device):
     return gemm.GemmFp8FwdOp(), (a, b, scale_a, scale_b, torch.randn(6, device=device, dtype=torch.bfloat16))
 
 
+def _bmm_fp8(device):
+    import tileops.gemm as gemm
+    a = torch.randn(4, 5, 48, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn(4, 6, 48, device=device).to(torch.float8_e4m3fn)
+    return gemm.BmmFp8FwdOp(trans_b=True), (a, b, torch.tensor(0.5, device=device), torch.tensor(2.0, device=device))
+
+
 CONTRACT = {
+    "BmmFp8FwdOp": _bmm_fp8,
     "BmmFwdOp": _bmm,
     "GemmFwdOp": _gemm,
     "GemmFp8FwdOp": _gemm_fp8,

@@ -7,7 +7,7 @@ import sys
 import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
-REFERENCE_ON_CUDA = {"GemmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+REFERENCE_ON_CUDA = {"GemmFp8FwdOp", "BmmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "GroupedQueryAttentionDecodeWithKVCacheFwdOp", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp",

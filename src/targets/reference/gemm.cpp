@@ -1,4 +1,4 @@
-// GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the reference target: ATen's mm / bmm (cuBLAS on CUDA)
+// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp and BmmFp8FwdOp on the reference target: ATen's mm / bmm (cuBLAS on CUDA)
 // written into the output; GEMM's transpose flags become transposed views, never copies.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/bmm.h>
@@ -15,6 +15,7 @@ namespace {
 namespace gemm = tileops::ops::gemm_fwd;
 namespace bmm = tileops::ops::gemm_bmm_fwd;
 namespace fp8 = tileops::ops::gemm_fp8_fwd;
+namespace bmm_fp8 = tileops::ops::gemm_bmm_fp8_fwd;
 
 // A scale of 1 element, or one per row and 128-wide block of K, as a factor per element of x [R, K].
 at::Tensor per_element(const at::Tensor& scale, int64_t rows, int64_t k) {
@@ -45,12 +46,26 @@ class GemmFp8Reference final : public Kernel {
   void launch(const OpCall& call) const override { gemm_fp8_fwd_aten(call); }
 };
 
+// Float32 products and sums, the two scales' product applied once, one rounding into d.
+class BmmFp8Reference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const bmm_fp8::View v(call);
+    const at::Tensor a = v.a().to(at::kFloat), b = v.b().to(at::kFloat);
+    at::Tensor acc = at::bmm(a, v.trans_b() ? b.transpose(1, 2) : b).mul_(v.scale_a().mul(v.scale_b()));
+    at::Tensor d = v.d();
+    d.copy_(acc);
+  }
+};
+
 KernelBuilder gemm_fwd_builder() { return stateless_builder<GemmReference>("gemm_fwd (ATen)"); }
 KernelBuilder bmm_fwd_builder() { return stateless_builder<BmmReference>("bmm_fwd (ATen)"); }
 TILEOPS_BUILTIN_KERNEL(reference, GemmFwdOp, gemm_fwd_builder);
 KernelBuilder gemm_fp8_fwd_builder() { return stateless_builder<GemmFp8Reference>("gemm_fp8_fwd (ATen)"); }
 TILEOPS_BUILTIN_KERNEL(reference, BmmFwdOp, bmm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(reference, GemmFp8FwdOp, gemm_fp8_fwd_builder);
+KernelBuilder bmm_fp8_fwd_builder() { return stateless_builder<BmmFp8Reference>("bmm_fp8_fwd (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, BmmFp8FwdOp, bmm_fp8_fwd_builder);
 
 }  // namespace
 
