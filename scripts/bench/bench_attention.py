@@ -1,0 +1,102 @@
+"""Decode attention benchmarks on a GPU: GroupedQueryAttentionDecodeWithKVCacheFwdOp (contiguous) and its
+paged form on the manifest's workloads, through a chosen target (default nvrtc, the pending split-KV
+kernel), beside torch's scaled_dot_product_attention (eager and compiled, GQA through enable_gqa; the
+paged rows gather nothing for torch: it reads the same tokens contiguous) and a device copy of the KV
+bytes the op must read. A benchmark, not a test.
+    python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T]
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+import harness  # scripts/bench/harness.py
+import tileops
+
+ops = torch.ops.tileops
+
+
+def sdpa_decode(q, k, v):
+    """q [B, H, D], k/v [B, N, H_kv, D] -> [B, H, D] through torch's SDPA."""
+    o = F.scaled_dot_product_attention(q.unsqueeze(2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True)
+    return o.squeeze(2)
+
+
+def gqa_rows(target: str, quick: bool) -> list[dict]:
+    rows = []
+    for w in harness.manifest_workloads("attention", "GroupedQueryAttentionDecodeWithKVCacheFwdOp")[: 2 if quick else None]:
+        (b, h, d), (_, n, h_kv, _) = w["q"], w["k"]
+        softcap = w.get("params", {}).get("softcap")
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            kv_bytes = 2 * b * n * h_kv * d * dtype.itemsize
+            n_sets = harness.n_sets_for(kv_bytes)
+            qs = [torch.randn(b, h, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            ks = [torch.randn(b, n, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            vs = [torch.randn(b, n, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat = [torch.empty(kv_bytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+            compiled = harness.compiled(sdpa_decode)
+            factories = {
+                "ours": lambda i: (lambda: ops.attention_grouped_query_attention_decode_with_kv_cache_fwd(
+                    qs[i], ks[i], vs[i], softcap=softcap, target=target)),
+                "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
+            }
+            if softcap is None:  # SDPA has no softcap
+                factories["eager"] = lambda i: (lambda: sdpa_decode(qs[i], ks[i], vs[i]))
+                factories["compile"] = lambda i: (lambda: compiled(qs[i], ks[i], vs[i]))
+            row = harness.measure(w["name"], f"{b}x{h}/{h_kv}x{n}x{d}", dtype, kv_bytes, n_sets, factories)
+            row["op"] = "GroupedQueryAttentionDecodeWithKVCacheFwdOp"
+            rows.append(row)
+            del qs, ks, vs, flat
+    return rows
+
+
+def gqa_paged_rows(target: str, quick: bool) -> list[dict]:
+    """Every request full (num_pages * page_size tokens), its pages shuffled through the pool."""
+    rows = []
+    for w in harness.manifest_workloads("attention", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp")[: 2 if quick else None]:
+        (b, h, d), (n_kv, h_kv, _), (_, pages) = w["q"], w["k"], w["block_table"]
+        page_size = w["params"]["page_size"]
+        dtype = harness.DTYPES[w["dtypes"][0]]
+        pool_pages = n_kv // page_size
+        tokens = pages * page_size
+        kv_bytes = 2 * b * tokens * h_kv * d * dtype.itemsize
+        n_sets = harness.n_sets_for(kv_bytes)
+        q = [torch.randn(b, h, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        k = [torch.randn(n_kv, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        v = [torch.randn(n_kv, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        table = torch.stack([torch.randperm(pool_pages)[:pages] for _ in range(b)]).to("cuda", torch.int32)
+        real = torch.full((b,), tokens, device="cuda", dtype=torch.int32)
+        kc = [torch.randn(b, tokens, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        flat = [torch.empty(kv_bytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+        row = harness.measure(w["name"], f"{b}x{h}/{h_kv}x{tokens}x{d} p{page_size}", dtype, kv_bytes, n_sets, {
+            "ours": lambda i: (lambda: ops.attention_grouped_query_attention_decode_paged_with_kv_cache_fwd(
+                q[i], k[i], v[i], real, table, page_size=page_size, target=target)),
+            "eager": lambda i: (lambda: sdpa_decode(q[i], kc[i], kc[i])),
+            "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
+        })
+        row["op"] = "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp"
+        rows.append(row)
+        del q, k, v, kc, flat
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true", help="the first few workloads only")
+    ap.add_argument("--target", default="nvrtc", help="the tileops target timed as 'ours'")
+    args = ap.parse_args()
+    tileops.load()
+    rows = {"GroupedQueryAttentionDecodeWithKVCacheFwdOp": gqa_rows(args.target, args.quick),
+            "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": gqa_paged_rows(args.target, args.quick)}
+    harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
+                                   "target": args.target, "kernels": rows})
+    for op, r in rows.items():
+        harness.print_table(f"{op} (target {args.target}) beside torch SDPA", r)
+
+
+if __name__ == "__main__":
+    main()
