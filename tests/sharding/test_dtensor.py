@@ -45,7 +45,7 @@ def _free_at_dim0(entry, op, rows: int, world: int, primary: int) -> bool:
     if s["kind"] == "replicate" or rows < world:
         return False
     if s["kind"] == "free":  # the first dim of that input's shape is among the listed ones
-        first = entry["inputs"][primary]["shape"].strip("[] ").split(",")[0].strip()
+        first = tileops.sharding._tokens(entry["inputs"][primary]["shape"])[0]
         return first == "..." or any(first in g.split("|") for g in s["free"])
     if s.get("combine"):  # a reduced dim shards too: the output is Partial
         return True

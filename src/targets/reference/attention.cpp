@@ -43,16 +43,18 @@ struct Scores {
 // q [B, S_q, H, Dk], k [B, N, H_kv, Dk], v [B, N, H_kv, Dv] (any dtype), `valid` [B, S_q, N] bool or
 // undefined (every token): softmax(q k^T * scale) v per head in float32, [B, S_q, H, Dv]. Query head h
 // reads KV head h // (H / H_kv); a query with no valid token gets zeros.
+// [B, S, heads, D] of any dtype as float32 [B, H, S, D], each of its heads repeated for the H / heads
+// query heads that read it (query head h reads head h // (H / heads)).
+at::Tensor per_query_head(const at::Tensor& t, int64_t query_heads) {
+  const at::Tensor f = t.to(at::kFloat).permute({0, 2, 1, 3});
+  return t.size(2) == query_heads ? f : f.repeat_interleave(query_heads / t.size(2), 1);
+}
+
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Scores& sc,
                   const at::Tensor& valid) {
-  const int64_t heads = q.size(2), kv_heads = k.size(2);
-  const at::Tensor qf = q.to(at::kFloat).permute({0, 2, 1, 3});  // [B, H, S_q, Dk]
-  at::Tensor kf = k.to(at::kFloat).permute({0, 2, 1, 3});        // [B, H_kv, N, Dk]
-  at::Tensor vf = v.to(at::kFloat).permute({0, 2, 1, 3});
-  if (kv_heads != heads) {
-    kf = kf.repeat_interleave(heads / kv_heads, 1);
-    vf = vf.repeat_interleave(heads / kv_heads, 1);
-  }
+  const int64_t heads = q.size(2);
+  const at::Tensor qf = per_query_head(q, heads);  // [B, H, S_q, Dk]
+  const at::Tensor kf = per_query_head(k, heads), vf = per_query_head(v, heads);
   at::Tensor s = at::matmul(qf, kf.transpose(2, 3)).mul_(sc.scale);  // [B, H, S_q, N]
   if (sc.softcap) s = at::tanh(s / *sc.softcap).mul_(*sc.softcap);
   at::Tensor p;
@@ -205,13 +207,8 @@ void attention_bwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   const int64_t batch = q.size(0), tokens = q.size(1), heads = q.size(2), kv_heads = k.size(2), dim = q.size(3);
   const int64_t group = heads / kv_heads;
   const double scale = default_scale(std::nullopt, dim);
-  auto bhsd = [](const at::Tensor& t) { return t.to(at::kFloat).permute({0, 2, 1, 3}); };
-  const at::Tensor qf = bhsd(q), of = bhsd(o), dof = bhsd(dout);
-  at::Tensor kf = bhsd(k), vf = bhsd(v);
-  if (group != 1) {
-    kf = kf.repeat_interleave(group, 1);
-    vf = vf.repeat_interleave(group, 1);
-  }
+  const at::Tensor qf = per_query_head(q, heads), of = per_query_head(o, heads), dof = per_query_head(dout, heads);
+  const at::Tensor kf = per_query_head(k, heads), vf = per_query_head(v, heads);
   at::Tensor s = at::matmul(qf, kf.transpose(2, 3)).mul_(scale * M_LOG2E);  // [B, H, S, S], base 2
   if (causal) s.masked_fill_(causal_mask(tokens, true, q).logical_not(), -INFINITY);
   const at::Tensor p = at::exp2(s - lse.unsqueeze(-1));
