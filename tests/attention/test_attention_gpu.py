@@ -7,7 +7,7 @@ import torch
 import tileops
 from decode_oracle import default_scale, float64_decode, gather_pages
 
-pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+pytestmark = pytest.mark.gpu
 tileops.load()
 ops = torch.ops.tileops
 

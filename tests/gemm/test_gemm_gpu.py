@@ -116,7 +116,6 @@ def test_gemm_fp8_matches_float64(target, mode, mnk, bias_dtype, out_dtype):
 
 
 
-@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("mnk", [(1, 7168 // 4, 2048), (128, 2112, 7168 // 8), (33, 64, 48), (64, 256, 512)])
 @pytest.mark.parametrize("bias_dtype", [None, torch.bfloat16])
 def test_cublaslt_fp8_per_tensor_equals_scaled_mm(mnk, bias_dtype):

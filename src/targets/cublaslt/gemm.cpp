@@ -254,7 +254,7 @@ KernelBuilder gemm_fp8_fwd_builder() {
 }
 
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
-TILEOPS_PENDING_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
 
 }  // namespace
