@@ -70,16 +70,17 @@ def gqa_paged_rows(target: str, quick: bool) -> list[dict]:
         table = torch.stack([torch.randperm(pool_pages)[:pages] for _ in range(b)]).to("cuda", torch.int32)
         real = torch.full((b,), tokens, device="cuda", dtype=torch.int32)
         kc = [torch.randn(b, tokens, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        vc = [torch.randn(b, tokens, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
         flat = [torch.empty(kv_bytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
         row = harness.measure(w["name"], f"{b}x{h}/{h_kv}x{tokens}x{d} p{page_size}", dtype, kv_bytes, n_sets, {
             "ours": lambda i: (lambda: ops.attention_grouped_query_attention_decode_paged_with_kv_cache_fwd(
                 q[i], k[i], v[i], real, table, page_size=page_size, target=target)),
-            "eager": lambda i: (lambda: sdpa_decode(q[i], kc[i], kc[i])),
+            "eager": lambda i: (lambda: sdpa_decode(q[i], kc[i], vc[i])),
             "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
         })
         row["op"] = "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp"
         rows.append(row)
-        del q, k, v, kc, flat
+        del q, k, v, kc, vc, flat
     return rows
 
 

@@ -73,6 +73,26 @@ def test_nvrtc_gqa_decode_matches_float64(dtype, dim, heads, kv_heads, n_kv):
         torch.testing.assert_close(o[i].cpu().double(), want, rtol=tol, atol=tol)
 
 
+# Heads of 96 and 80 (and a cache sliced off 16-byte alignment) take the CUDA-core kernel; groups of
+# 32 and 16 three KV heads take two and one 16-row tensor-core tiles.
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("dim,heads,kv_heads,misaligned", [(96, 32, 8, False), (80, 8, 8, False),
+                                                           (128, 32, 8, True), (128, 64, 2, False),
+                                                           (64, 48, 3, False)])
+def test_nvrtc_gqa_decode_other_shapes_match_float64(dim, heads, kv_heads, misaligned):
+    nvrtc_or_skip()
+    b, n_kv = 2, 1000
+    q = torch.randn(b, heads, dim, dtype=torch.float16, device="cuda")
+    kv = torch.randn(2 * b * n_kv * kv_heads * dim + 1, dtype=torch.float16, device="cuda")
+    start = 1 if misaligned else 0  # 2 bytes past the allocation's alignment
+    k, v = (kv[start + i * b * n_kv * kv_heads * dim:][: b * n_kv * kv_heads * dim].view(b, n_kv, kv_heads, dim)
+            for i in range(2))
+    o = ops.attention_grouped_query_attention_decode_with_kv_cache_fwd(q, k, v, target="nvrtc")
+    for i in range(b):
+        want = float64_decode(q[i, None].cpu(), k[i].cpu(), v[i].cpu(), default_scale(dim))[0]
+        torch.testing.assert_close(o[i].cpu().double(), want, rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("page_size", [1, 16, 64])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_nvrtc_gqa_decode_paged_matches_float64(page_size, dtype):

@@ -15,6 +15,7 @@
 // Host side: src/targets/nvrtc/attention/decode.cpp.
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/grid_dependency.cuh"
 
 namespace tileops {
 
@@ -203,6 +204,8 @@ decode_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
 
 // Combines the splits of decode_fwd: o = sum_i 2^(lse_i - M) o_i / sum_i 2^(lse_i - M), M the largest
 // lse; a row whose splits are all empty gets zeros. A CTA of 128 threads a row, threads over dims.
+// Launched as a programmatic dependent of the split kernel where the GPU allows: it waits for that
+// grid before reading.
 template <typename T>
 __global__ void __launch_bounds__(128)
 decode_merge(const float* __restrict__ part_o, const float* __restrict__ part_lse, T* __restrict__ o,
@@ -213,6 +216,7 @@ decode_merge(const float* __restrict__ part_o, const float* __restrict__ part_ls
   const int g = row % group;
   const int kvh = row / group % kv_heads;
   const long long b = row / group / kv_heads;
+  wait_for_prior_grid();
   float mx = decode_neg_inf();
   for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[s * rows + row_id]);
   T* orow = o + b * o_sb + kvh * o_sh + static_cast<long long>(g) * o_sg;

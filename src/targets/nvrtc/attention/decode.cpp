@@ -20,17 +20,20 @@ namespace gqa = tileops::ops::attention_grouped_query_attention_decode_with_kv_c
 namespace gqa_paged = tileops::ops::attention_grouped_query_attention_decode_paged_with_kv_cache_fwd;
 namespace mha = tileops::ops::attention_multi_head_attention_decode_with_kv_cache_fwd;
 
-// kDecodeWarps of the kernel header.
+// kDecodeWarps and kMmaWarps of the kernel headers; kMmaRows and kMmaTile of decode_mma.cuh.
 constexpr int kDecodeCtaThreads = 128;
+constexpr int kMmaWarps = 4, kMmaRows = 16, kMmaTile = 16;
 
-// The plan's limits. Not measured yet: at most 8 query rows a CTA and 64 float32 values a lane for
-// each of the queries and the accumulators; a split covers at least 256 tokens; splits aim at two
-// CTAs an SM.
+// The plan's limits: decode_fwd takes at most 8 query rows a CTA and 64 float32 values a lane for
+// each of the queries and the accumulators, and counts on two CTAs an SM (decode_mma_fwd: as many
+// as its shared memory allows, at most 4); a split covers at least 128 tokens (two rounds of
+// decode_mma_fwd's warps' tiles).
 struct DecodeLimits {
   int max_rows = 8;
   int max_lane_floats = 64;
-  int min_split_tokens = 256;
+  int min_split_tokens = 128;
   int ctas_per_sm = 2;
+  int max_mma_ctas_per_sm = 4;
   int max_splits = 128;
 };
 constexpr DecodeLimits kDecode{};
@@ -87,15 +90,21 @@ DecodeLayout layout(const OpCall& call) {
 
 class DecodeKernel final : public Kernel {
  public:
-  DecodeKernel(LoadedKernel fwd, LoadedKernel merge, DecodeSpec s, DecodeLayout (*read)(const OpCall&), int sm_count)
-      : fwd_(std::move(fwd)), merge_(std::move(merge)), s_(std::move(s)), read_(read), sm_count_(sm_count) {}
+  DecodeKernel(LoadedKernel fwd, LoadedKernel merge, DecodeSpec s, DecodeLayout (*read)(const OpCall&), int slots,
+               bool dependent_merge)
+      : fwd_(std::move(fwd)),
+        merge_(std::move(merge)),
+        s_(std::move(s)),
+        read_(read),
+        slots_(slots),
+        dependent_merge_(dependent_merge) {}
 
   void launch(const OpCall& call) const override {
     const DecodeLayout L = read_(call);
     const int64_t g_tiles = (L.group + s_.g - 1) / s_.g;
     const int64_t ctas = L.batch * L.kv_heads * g_tiles;
     if (ctas == 0 || L.dim == 0) return;  // nothing to write
-    const int splits = decode_splits(ctas, L.n_kv, sm_count_);
+    const int splits = decode_splits(ctas, L.n_kv, slots_);
     long long rows = L.batch * L.kv_heads * L.group;
     at::Tensor part;  // splits x rows x (D values + 1 lse), float32, on the call's stream
     float *part_o = nullptr, *part_lse = nullptr;
@@ -117,12 +126,14 @@ class DecodeKernel final : public Kernel {
                     &q_sb,     &q_sh,   &q_sg,    &q_sb,     &q_sh,    &q_sg,     &kv_sb,   &kv_st,
                     &kv_sh,    &dim,    &n_kv,    &page_size, &pages,  &pool_pages, &kv_heads, &group,
                     &tiles,    &n_splits, &rows,  &scale,    &softcap};
-    nvrtc::launch(fwd_, static_cast<unsigned>(ctas * splits), kDecodeCtaThreads, 0, args);
+    const int smem = s_.mma() ? decode_mma_smem_bytes(s_.dim, s_.stages) : 0;
+    nvrtc::launch(fwd_, static_cast<unsigned>(ctas * splits), kDecodeCtaThreads, static_cast<unsigned>(smem), args);
     if (splits > 1) {
       const float* po = part_o;
       const float* pl = part_lse;
       void* margs[] = {&po, &pl, &o, &q_sb, &q_sh, &q_sg, &dim, &kv_heads, &group, &n_splits, &rows};
-      nvrtc::launch(merge_, static_cast<unsigned>(rows), 128, 0, margs);
+      if (dependent_merge_) nvrtc::launch_dependent(merge_, static_cast<unsigned>(rows), 128, 0, margs);
+      else nvrtc::launch(merge_, static_cast<unsigned>(rows), 128, 0, margs);
     }
   }
 
@@ -130,7 +141,8 @@ class DecodeKernel final : public Kernel {
   LoadedKernel fwd_, merge_;
   DecodeSpec s_;
   DecodeLayout (*read_)(const OpCall&);
-  int sm_count_;
+  int slots_;  // CTAs the GPU holds at once
+  bool dependent_merge_;
 };
 
 template <DecodeOp Op>
@@ -138,8 +150,8 @@ KernelBuilder decode_builder() { return spec_builder(DecodeFamily<Op>{}); }
 
 }  // namespace
 
-int decode_splits(int64_t ctas, int64_t max_tokens, int sm_count) {
-  const int64_t want = (static_cast<int64_t>(kDecode.ctas_per_sm) * sm_count + ctas - 1) / ctas;
+int decode_splits(int64_t ctas, int64_t max_tokens, int slots) {
+  const int64_t want = std::max<int64_t>(1, slots / ctas);  // one wave: a second, partly filled, costs a whole one
   const int64_t most = std::max<int64_t>(1, max_tokens / kDecode.min_split_tokens);
   return static_cast<int>(std::clamp<int64_t>(std::min(want, most), 1, kDecode.max_splits));
 }
@@ -154,21 +166,38 @@ DecodeProblem DecodeFamily<Op>::problem(const OpCall& call) const {
                        Op == DecodeOp::kGqaPaged};
 }
 
+int decode_mma_smem_bytes(int dim, int stages) { return (kMmaRows + kMmaWarps * stages * 2 * kMmaTile) * dim * 2; }
+
 template <DecodeOp Op>
 DecodeSpec DecodeFamily<Op>::plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
+  const bool mma_shape = (q.dtype == c10::kHalf || q.dtype == c10::kBFloat16) && q.dim > 0 && q.dim % 64 == 0 &&
+                         q.dim <= 256 && q.vec == 8 && dev.sm() >= 80;
+  if (mma_shape) {
+    // Three stages where they fit (two tiles in flight a warp), else two.
+    for (int stages = 3; stages >= 2; --stages)
+      if (decode_mma_smem_bytes(static_cast<int>(q.dim), stages) <= dev.max_smem_optin)
+        return DecodeSpec{q.dtype, q.vec, 0, 0, kMmaRows, static_cast<int>(q.dim), stages, q.paged, dev.arch};
+  }
   const int64_t accesses = std::max<int64_t>(1, (q.dim + q.vec - 1) / q.vec);
   const int lanes = accesses >= 32 ? 32 : next_pow2(accesses);
   const int nv = static_cast<int>((accesses + lanes - 1) / lanes);
   const int per_lane = nv * q.vec;
   int g = std::min<int64_t>(next_pow2(std::max<int64_t>(q.group, 1)), kDecode.max_rows);
   while (g > 1 && g * per_lane > kDecode.max_lane_floats) g /= 2;
-  return DecodeSpec{q.dtype, q.vec, lanes, nv, g, q.paged, dev.arch};
+  return DecodeSpec{q.dtype, q.vec, lanes, nv, g, 0, 0, q.paged, dev.arch};
 }
 
 template <DecodeOp Op>
 std::shared_ptr<const Kernel> DecodeFamily<Op>::make(const Spec& s, std::vector<LoadedKernel> k,
                                                      const DeviceInfo& dev) const {
-  return std::make_shared<DecodeKernel>(std::move(k[0]), std::move(k[1]), s, &layout<Op>, dev.sm_count);
+  int per_sm = kDecode.ctas_per_sm;
+  if (s.mma()) {
+    const int smem = decode_mma_smem_bytes(s.dim, s.stages);
+    allow_dynamic_smem(k[0], smem, dev);
+    per_sm = std::clamp(dev.smem_per_sm / (smem + dev.reserved_smem), 1, kDecode.max_mma_ctas_per_sm);
+  }
+  return std::make_shared<DecodeKernel>(std::move(k[0]), std::move(k[1]), s, &layout<Op>, per_sm * dev.sm_count,
+                                        s.mma() && dependent_launch_supported(dev));
 }
 
 template struct DecodeFamily<DecodeOp::kGqa>;
@@ -176,25 +205,35 @@ template struct DecodeFamily<DecodeOp::kGqaPaged>;
 template struct DecodeFamily<DecodeOp::kMha>;
 
 size_t DecodeSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), vec, lanes, nv, g, paged}) ^ std::hash<std::string>()(arch);
+  return hash_words({static_cast<int64_t>(dtype), vec, lanes, nv, g, dim, stages, paged}) ^ std::hash<std::string>()(arch);
 }
 
 std::vector<jit::KernelSource> DecodeSpec::sources() const {
-  const std::string t = short_type_name(dtype);
+  const std::string t = short_type_name(dtype), ty = kernel_type_name(dtype), p = paged ? "true" : "false";
+  const std::string merge_expr = "tileops::decode_merge<" + ty + ">";
+  jit::KernelSource merge = make_source("decode_merge__" + t + "__" + arch, "attention/decode.cuh", merge_expr, arch);
+  if (mma()) {
+    const std::string name = "decode_mma_fwd__" + t + "__d" + std::to_string(dim) + "_s" + std::to_string(stages) +
+                             (paged ? "_paged" : "") + "__" + arch;
+    const std::string expr = "tileops::decode_mma_fwd<" + ty + ", " + std::to_string(dim) + ", " +
+                             std::to_string(stages) + ", " + p + ">";
+    return {make_source(name, "attention/decode_mma.cuh", expr, arch), std::move(merge)};
+  }
   const std::string fwd = "decode_fwd__" + t + "__v" + std::to_string(vec) + "_l" + std::to_string(lanes) + "_n" +
                           std::to_string(nv) + "_g" + std::to_string(g) + (paged ? "_paged" : "") + "__" + arch;
-  const std::string fwd_expr = std::string("tileops::decode_fwd<") + kernel_type_name(dtype) + ", " +
-                               std::to_string(vec) + ", " + std::to_string(lanes) + ", " + std::to_string(nv) + ", " +
-                               std::to_string(g) + ", " + (paged ? "true" : "false") + ">";
-  const std::string merge_expr = std::string("tileops::decode_merge<") + kernel_type_name(dtype) + ">";
-  return {make_source(fwd, "attention/decode.cuh", fwd_expr, arch),
-          make_source("decode_merge__" + t + "__" + arch, "attention/decode.cuh", merge_expr, arch)};
+  const std::string fwd_expr = "tileops::decode_fwd<" + ty + ", " + std::to_string(vec) + ", " +
+                               std::to_string(lanes) + ", " + std::to_string(nv) + ", " + std::to_string(g) + ", " + p +
+                               ">";
+  return {make_source(fwd, "attention/decode.cuh", fwd_expr, arch), std::move(merge)};
 }
 
 std::string DecodeSpec::describe() const {
-  return "decode_fwd(dtype=" + std::string(short_type_name(dtype)) + ", vec=" + std::to_string(vec) +
-         ", lanes=" + std::to_string(lanes) + ", nv=" + std::to_string(nv) + ", rows=" + std::to_string(g) +
-         (paged ? ", paged" : "") + ") + decode_merge";
+  const std::string t = short_type_name(dtype);
+  if (mma())
+    return "decode_mma_fwd(dtype=" + t + ", dim=" + std::to_string(dim) + ", stages=" + std::to_string(stages) +
+           (paged ? ", paged" : "") + ") + decode_merge";
+  return "decode_fwd(dtype=" + t + ", vec=" + std::to_string(vec) + ", lanes=" + std::to_string(lanes) +
+         ", nv=" + std::to_string(nv) + ", rows=" + std::to_string(g) + (paged ? ", paged" : "") + ") + decode_merge";
 }
 
 namespace {

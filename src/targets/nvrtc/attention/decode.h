@@ -33,26 +33,35 @@ struct DecodeProblem {
   size_t hash() const { return hash_words({static_cast<int64_t>(dtype), dim, vec, group, paged}); }
 };
 
+// Two kernels: decode_mma_fwd (tensor cores: f16/bf16, D a multiple of 64 up to 256, 16-byte
+// accesses, sm_80+, its shared memory within the device's) and decode_fwd (CUDA cores: the rest).
 struct DecodeSpec {
   c10::ScalarType dtype;
-  int vec;    // elements an access (16 bytes at most)
-  int lanes;  // lanes a token: a power of two, at most 32
-  int nv;     // accesses a lane holds of a token's D dims (lanes * nv * vec >= D)
-  int g;      // query rows a CTA: a power of two, at most 8
+  int vec;     // elements an access (16 bytes at most)
+  int lanes;   // decode_fwd: lanes a token, a power of two, at most 32; 0 for decode_mma_fwd
+  int nv;      // decode_fwd: accesses a lane holds of a token's D dims (lanes * nv * vec >= D)
+  int g;       // query rows a CTA: a power of two, at most 8 (decode_fwd) or the MMA's 16
+  int dim;     // decode_mma_fwd: D; 0 for decode_fwd
+  int stages;  // decode_mma_fwd: tiles in flight a warp, plus the one read
   bool paged;
   std::string arch;
+  bool mma() const { return dim > 0; }
   bool operator==(const DecodeSpec& o) const {
-    return dtype == o.dtype && vec == o.vec && lanes == o.lanes && nv == o.nv && g == o.g && paged == o.paged &&
-           arch == o.arch;
+    return dtype == o.dtype && vec == o.vec && lanes == o.lanes && nv == o.nv && g == o.g && dim == o.dim &&
+           stages == o.stages && paged == o.paged && arch == o.arch;
   }
   size_t hash() const;
-  std::vector<jit::KernelSource> sources() const;  // decode_fwd, then decode_merge
+  std::vector<jit::KernelSource> sources() const;  // decode_fwd or decode_mma_fwd, then decode_merge
   std::string describe() const;
 };
 
-// How many splits of a request's cache a call takes: enough CTAs for `waves` per SM, each split at
-// least `min_tokens` long, at most `max_splits`.
-int decode_splits(int64_t ctas, int64_t max_tokens, int sm_count);
+// Bytes of dynamic shared memory decode_mma_fwd takes: the query tile and each warp's stages of K
+// and V tiles.
+int decode_mma_smem_bytes(int dim, int stages);
+
+// How many splits of a request's cache a call of `ctas` CTAs takes (before splitting) on a GPU that
+// holds `slots` CTAs at once: as many as fill one wave, each split at least 128 tokens, at most 128.
+int decode_splits(int64_t ctas, int64_t max_tokens, int slots);
 
 // The three ops read their tensors differently (GroupedQueryAttentionDecodeWithKVCacheFwdOp,
 // its paged form, MultiHeadAttentionDecodeWithKVCacheFwdOp); plan and kernel are shared.
