@@ -1,5 +1,5 @@
 """Decode attention benchmarks on a GPU: GroupedQueryAttentionDecodeWithKVCacheFwdOp (contiguous) and its
-paged form on the manifest's workloads, through a chosen target (default nvrtc, the pending split-KV
+paged form on the manifest's workloads, through a chosen target (default nvrtc, the split-KV
 kernel), beside torch's scaled_dot_product_attention (eager and compiled, GQA through enable_gqa; the
 paged rows gather nothing for torch: it reads the same tokens contiguous) and a device copy of the KV
 bytes the op must read. A benchmark, not a test.

@@ -1,6 +1,6 @@
-"""Attention on a CUDA GPU through what serves it there (the reference's ATen calls until a
-kernel of ours is verified): paged and contiguous caches against the float64 oracle, CUDA results
-against the CPU's."""
+"""Attention on a CUDA GPU through what serves it there (nvrtc's decode kernels, the reference's ATen
+calls for the rest) and through the nvrtc target by name: paged and contiguous caches against the
+float64 oracle, CUDA results against the CPU's."""
 import pytest
 import torch
 
@@ -75,7 +75,6 @@ def test_nvrtc_gqa_decode_matches_float64(dtype, dim, heads, kv_heads, n_kv):
 
 # Heads of 96 and 80 (and a cache sliced off 16-byte alignment) take the CUDA-core kernel; groups of
 # 32 and 16 three KV heads take two and one 16-row tensor-core tiles.
-@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("dim,heads,kv_heads,misaligned", [(96, 32, 8, False), (80, 8, 8, False),
                                                            (128, 32, 8, True), (128, 64, 2, False),
                                                            (64, 48, 3, False)])

@@ -9,8 +9,7 @@ import tileops
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
 REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
-                     "MultiHeadAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
-                     "GroupedQueryAttentionDecodeWithKVCacheFwdOp", "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp",
+                     "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
                      "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp"}
 

@@ -1,6 +1,5 @@
 // Decode attention on the nvrtc target: each op's tensors as one layout, the plan, the launches
-// (one decode_fwd, plus decode_merge when the cache is split) and the registrations, pending until a
-// GPU run verifies them (docs/CONTRACT.md §6).
+// (decode_mma_fwd or decode_fwd, plus decode_merge when the cache is split) and the registrations.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -242,8 +241,8 @@ KernelBuilder gqa_decode_paged_builder() { return decode_builder<DecodeOp::kGqaP
 KernelBuilder mha_decode_builder() { return decode_builder<DecodeOp::kMha>(); }
 }  // namespace
 
-TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionDecodeWithKVCacheFwdOp, gqa_decode_builder);
-TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionDecodePagedWithKVCacheFwdOp, gqa_decode_paged_builder);
-TILEOPS_PENDING_KERNEL(nvrtc, MultiHeadAttentionDecodeWithKVCacheFwdOp, mha_decode_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GroupedQueryAttentionDecodeWithKVCacheFwdOp, gqa_decode_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GroupedQueryAttentionDecodePagedWithKVCacheFwdOp, gqa_decode_paged_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MultiHeadAttentionDecodeWithKVCacheFwdOp, mha_decode_builder);
 
 }  // namespace tileops::nvrtc
