@@ -48,7 +48,16 @@ def _chunk_scan(device):
                                        torch.rand(b, h, nc, q, device=device).to(dtype))
 
 
+def _cb_producer(device):
+    import tileops.mamba as mamba
+    dtype = torch.bfloat16 if device == "cuda" else torch.float16
+    b, nc, q, g, n = 4, 3, 4, 2, 5
+    return mamba.CBProducerFwdOp(batch=b, num_chunks=nc, n_groups=g, chunk_len=q, d_state=n), (
+        torch.randn(b, nc * q, g, n, device=device, dtype=dtype), torch.randn(b, nc * q, g, n, device=device, dtype=dtype))
+
+
 CONTRACT = {
+    "CBProducerFwdOp": _cb_producer,
     "DaCumsumFwdOp": _da_cumsum,
     "SSDChunkStateFwdOp": _chunk_state,
     "SSDChunkScanFwdOp": _chunk_scan,

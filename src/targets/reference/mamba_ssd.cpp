@@ -7,6 +7,7 @@
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/einsum.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/softplus.h>
 #include <ATen/ops/tril.h>
@@ -26,6 +27,7 @@ namespace decode = tileops::ops::mamba_ssd_decode_fwd;
 namespace cumsum = tileops::ops::mamba_da_cumsum_fwd;
 namespace chunk_state = tileops::ops::mamba_ssd_chunk_state_fwd;
 namespace chunk_scan = tileops::ops::mamba_ssd_chunk_scan_fwd;
+namespace cb_producer = tileops::ops::mamba_cb_producer_fwd;
 
 // The group each of `heads` heads reads (heads / groups consecutive heads share one).
 at::Tensor group_of_heads(int64_t heads, int64_t groups, const at::Tensor& like) {
@@ -71,6 +73,19 @@ class ChunkStateReference final : public Kernel {
       w = w * ((last >= 0) & (ids == last)).unsqueeze(2).to(at::kFloat);
     }
     states.copy_(at::einsum("bchq,bcqhp,bcqhn->bchpn", {w, x, b}));
+  }
+};
+
+class CBProducerReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const cb_producer::View v(call);
+    at::Tensor cb = v.cb();  // [B, NC, G, Q, Q]
+    const int64_t chunks = cb.size(1), q = cb.size(3);
+    const at::Tensor c = chunked(v.c_mat().to(at::kFloat), chunks).permute({0, 1, 3, 2, 4});  // [B, NC, G, Q, N]
+    const at::Tensor b = chunked(v.b_mat().to(at::kFloat), chunks).permute({0, 1, 3, 4, 2});  // [B, NC, G, N, Q]
+    const at::Tensor causal = at::tril(at::ones({q, q}, cb.options().dtype(at::kBool)));
+    cb.copy_(at::matmul(c, b).masked_fill(causal.logical_not(), 0.0));
   }
 };
 
@@ -137,7 +152,9 @@ TILEOPS_BUILTIN_KERNEL(reference, SSDDecodeFwdOp, decode_builder);
 KernelBuilder da_cumsum_builder() { return stateless_builder<DaCumsumReference>("da_cumsum_fwd (ATen)"); }
 KernelBuilder chunk_state_builder() { return stateless_builder<ChunkStateReference>("ssd_chunk_state_fwd (ATen)"); }
 KernelBuilder chunk_scan_builder() { return stateless_builder<ChunkScanReference>("ssd_chunk_scan_fwd (ATen)"); }
+KernelBuilder cb_producer_builder() { return stateless_builder<CBProducerReference>("cb_producer_fwd (ATen)"); }
 TILEOPS_BUILTIN_KERNEL(reference, DaCumsumFwdOp, da_cumsum_builder);
+TILEOPS_BUILTIN_KERNEL(reference, CBProducerFwdOp, cb_producer_builder);
 TILEOPS_BUILTIN_KERNEL(reference, SSDChunkStateFwdOp, chunk_state_builder);
 TILEOPS_BUILTIN_KERNEL(reference, SSDChunkScanFwdOp, chunk_scan_builder);
 
