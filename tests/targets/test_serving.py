@@ -7,7 +7,8 @@ import sys
 import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
-REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "GatedDeltaNetDecodeFwdOp",
+                     "GLADecodeFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
