@@ -1,38 +1,15 @@
 """The linear-attention decode steps (manifests/linear_attention.yaml) on CPU against float64 loops
 over the state's rows written here, several steps chained, and refusals that name the op."""
-import math
-
 import pytest
 import torch
 
 import tileops
+from linear_oracle import float64_step
 from tileops.linear_attention import DeltaNetDecodeFwdOp, GatedDeltaNetDecodeFwdOp, GLADecodeFwdOp
 
 tileops.load()
 ops = torch.ops.tileops
 TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
-
-
-def float64_step(kind, q, k, v, state, beta=None, g=None, gk=None, scale=None):
-    """One token, per (batch, head), as loops over the key rows of the state."""
-    q, k, v, s = q.double(), k.double(), v.double(), state.double().clone()
-    b_, h_, dk, dv = s.shape
-    o = torch.zeros(b_, h_, dv, dtype=torch.float64)
-    for b in range(b_):
-        for h in range(h_):
-            if kind == "gla":
-                for i in range(dk):
-                    s[b, h, i] = math.exp(float(gk[b, h, i])) * s[b, h, i] + k[b, h, i] * v[b, h]
-                sc = scale if scale > 0 else dk ** -0.5
-                o[b, h] = sc * sum(q[b, h, i] * s[b, h, i] for i in range(dk))
-                continue
-            a = math.exp(float(g[b, h])) if kind == "gated" else 1.0
-            old = sum(k[b, h, i] * s[b, h, i] for i in range(dk))  # [DV]
-            v_new = float(beta[b, h]) * (v[b, h] - a * old)
-            for i in range(dk):
-                s[b, h, i] = a * s[b, h, i] + k[b, h, i] * v_new
-            o[b, h] = sum(q[b, h, i] * s[b, h, i] for i in range(dk))
-    return o, s
 
 
 def inputs(dtype, b=2, h=3, dk=5, dv=4, seed=0):

@@ -8,7 +8,8 @@ import tileops
 
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
 REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "GatedDeltaNetDecodeFwdOp",
-                     "GLADecodeFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+                     "GLADecodeFwdOp", "GatedDeltaNetPrefillBTHDFwdOp",
+                     "GatedDeltaNetPrefillBHTDFwdOp", "GLAFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
