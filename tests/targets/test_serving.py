@@ -9,7 +9,7 @@ import tileops
 # Ops whose CUDA calls run on the reference (ATen) because no verified kernel of ours exists yet.
 REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "GatedDeltaNetDecodeFwdOp",
                      "GLADecodeFwdOp", "GatedDeltaNetPrefillBTHDFwdOp",
-                     "GatedDeltaNetPrefillBHTDFwdOp", "GLAFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
+                     "GatedDeltaNetPrefillBHTDFwdOp", "GLAFwdOp", "TopkSelectorFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
