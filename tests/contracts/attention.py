@@ -57,6 +57,20 @@ def _mha_fwd(device):
         torch.randn(4, 6, 8, 16, device=device, dtype=torch.bfloat16) for _ in range(3))
 
 
+def _gqa_fwd(device):
+    import tileops.attention as attention
+    q = torch.randn(4, 6, 8, 16, device=device, dtype=torch.float16)
+    k, v = (torch.randn(4, 6, 4, 16, device=device, dtype=torch.float16) for _ in range(2))
+    return attention.GroupedQueryAttentionFwdOp(is_causal=True), (q, k, v)
+
+
+def _gqa_window(device):
+    import tileops.attention as attention
+    q = torch.randn(4, 6, 8, 16, device=device, dtype=torch.bfloat16)
+    k, v = (torch.randn(4, 6, 4, 16, device=device, dtype=torch.bfloat16) for _ in range(2))
+    return attention.GroupedQueryAttentionSlidingWindowFwdOp(window_size_left=2), (q, k, v)
+
+
 def _bwd(device, heads, kv_heads):
     q = torch.randn(4, 6, heads, 16, device=device, dtype=torch.float16)
     k, v = (torch.randn(4, 6, kv_heads, 16, device=device, dtype=torch.float16) for _ in range(2))
@@ -88,6 +102,8 @@ def _gqa_window_varlen(device):
 CONTRACT = {
     "GroupedQueryAttentionSlidingWindowVarlenFwdOp": _gqa_window_varlen,
     "MultiHeadAttentionFwdOp": _mha_fwd,
+    "GroupedQueryAttentionFwdOp": _gqa_fwd,
+    "GroupedQueryAttentionSlidingWindowFwdOp": _gqa_window,
     "MultiHeadAttentionBwdOp": _mha_bwd,
     "GroupedQueryAttentionBwdOp": _gqa_bwd,
     "MultiHeadAttentionDecodeWithKVCacheFwdOp": _mha_decode,

@@ -13,7 +13,8 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
-                     "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp"}
+                     "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
+                     "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

@@ -34,6 +34,8 @@ namespace mha_fwd = tileops::ops::attention_multi_head_attention_fwd;
 namespace mha_bwd = tileops::ops::attention_multi_head_attention_bwd;
 namespace gqa_bwd = tileops::ops::attention_grouped_query_attention_bwd;
 namespace gqa_window = tileops::ops::attention_grouped_query_attention_sliding_window_varlen_fwd;
+namespace gqa_fwd = tileops::ops::attention_grouped_query_attention_fwd;
+namespace gqa_window_fwd = tileops::ops::attention_grouped_query_attention_sliding_window_fwd;
 
 struct Scores {
   double scale;
@@ -187,14 +189,52 @@ at::Tensor causal_mask(int64_t tokens, bool causal, const at::Tensor& like) {
   return at::ones({tokens, tokens}, like.options().dtype(at::kBool)).tril();
 }
 
+// Whole-sequence attention, [B, S, H | H_kv, D], scale 1 / sqrt(D), into o.
+void attention_fwd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal, at::Tensor o) {
+  const at::Tensor mask = causal_mask(q.size(1), causal, q);
+  o.copy_(attend(q, k, v, {default_scale(std::nullopt, q.size(3)), std::nullopt},
+                 mask.defined() ? mask.unsqueeze(0) : mask));
+}
+
 class MhaFwdReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
     const mha_fwd::View v(call);
-    const at::Tensor mask = causal_mask(v.q().size(1), v.is_causal(), v.q());
+    attention_fwd(v.q(), v.k(), v.v(), v.is_causal(), v.o());
+  }
+};
+
+class GqaFwdReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa_fwd::View v(call);
+    attention_fwd(v.q(), v.k(), v.v(), v.is_causal(), v.o());
+  }
+};
+
+// [S_q, S_k] bool: query i (at key position i + offset) attends key j under causality and a window
+// of left / right keys (-1: that side open).
+at::Tensor window_mask(int64_t queries, int64_t keys, int64_t offset, bool causal, int64_t left, int64_t right,
+                       const at::Tensor& like) {
+  const at::Tensor pos = at::arange(queries, like.options().dtype(at::kLong)).add_(offset).unsqueeze(1);
+  const at::Tensor j = at::arange(keys, pos.options()).unsqueeze(0);
+  at::Tensor valid = (j < keys).expand({queries, keys});
+  if (causal) valid = valid & (j <= pos);
+  if (left >= 0) valid = valid & (j >= pos - left);
+  if (right >= 0) valid = valid & (j <= pos + right);
+  return valid;
+}
+
+class GqaSlidingWindowReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const gqa_window_fwd::View v(call);
+    const int64_t tokens = v.q().size(1);
+    const at::Tensor valid =
+        window_mask(tokens, tokens, 0, v.is_causal(), v.window_size_left(), v.window_size_right(), v.q());
     at::Tensor o = v.o();
     o.copy_(attend(v.q(), v.k(), v.v(), {default_scale(std::nullopt, v.q().size(3)), std::nullopt},
-                   mask.defined() ? mask.unsqueeze(0) : mask));
+                   valid.unsqueeze(0)));
   }
 };
 
@@ -271,12 +311,8 @@ class GqaSlidingWindowVarlenReference final : public Kernel {
       TORCH_CHECK_VALUE(len_q <= v.max_seqlen_q(), call.op_name, ": request ", b, " has ", len_q,
                         " queries, more than max_seqlen_q = ", v.max_seqlen_q());
       if (len_q == 0) continue;
-      const at::Tensor pos = at::arange(len_q, v.q().options().dtype(at::kLong)).add_(len_k - len_q).unsqueeze(1);
-      const at::Tensor j = at::arange(len_k, pos.options()).unsqueeze(0);
-      at::Tensor valid = (j < len_k).expand({len_q, len_k});
-      if (v.is_causal()) valid = valid & (j <= pos);
-      if (v.window_size_left() >= 0) valid = valid & (j >= pos - v.window_size_left());
-      if (v.window_size_right() >= 0) valid = valid & (j <= pos + v.window_size_right());
+      const at::Tensor valid = window_mask(len_q, len_k, len_k - len_q, v.is_causal(), v.window_size_left(),
+                                           v.window_size_right(), v.q());
       const at::Tensor q = v.q().narrow(0, cu_q[b], len_q).unsqueeze(0);
       const at::Tensor k = v.k().narrow(0, cu_k[b], len_k).unsqueeze(0);
       const at::Tensor vv = v.v().narrow(0, cu_k[b], len_k).unsqueeze(0);
@@ -303,6 +339,10 @@ TILEOPS_BUILTIN_KERNEL(reference, MultiHeadAttentionBwdOp, mha_bwd_builder);
 TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionBwdOp, gqa_bwd_builder);
 KernelBuilder gqa_window_builder() { return stateless_builder<GqaSlidingWindowVarlenReference>("gqa_sliding_window_varlen (ATen)"); }
 TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionSlidingWindowVarlenFwdOp, gqa_window_builder);
+KernelBuilder gqa_fwd_builder() { return stateless_builder<GqaFwdReference>("gqa_fwd (ATen)"); }
+KernelBuilder gqa_window_fwd_builder() { return stateless_builder<GqaSlidingWindowReference>("gqa_sliding_window (ATen)"); }
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionFwdOp, gqa_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionSlidingWindowFwdOp, gqa_window_fwd_builder);
 
 }  // namespace
 }  // namespace tileops::reference
