@@ -14,7 +14,10 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
                      "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
-                     "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp"}
+                     "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
+                     "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
+                     "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
+                     "FusedMoeFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

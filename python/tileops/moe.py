@@ -1,0 +1,6 @@
+"""Mixture-of-experts family ops (manifests/moe.yaml)."""
+from ._ops import make_classes
+
+_classes = make_classes("moe")
+globals().update(_classes)
+__all__ = sorted(_classes)
