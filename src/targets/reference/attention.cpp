@@ -284,9 +284,7 @@ class GqaBwdReference final : public Kernel {
 // Request offsets of a packed batch, read on the host and checked: 0 first, never decreasing, the
 // packed length last.
 std::vector<int64_t> offsets(const char* op, const char* name, const at::Tensor& cu, int64_t total) {
-  const at::Tensor host = cu.to(at::kCPU).to(at::kLong).contiguous();
-  const int64_t* p = host.const_data_ptr<int64_t>();
-  std::vector<int64_t> out(p, p + host.numel());
+  const std::vector<int64_t> out = host_values(cu);
   TORCH_CHECK_VALUE(out.front() == 0, op, ": '", name, "' must start at 0, got ", out.front());
   for (size_t i = 1; i < out.size(); ++i)
     TORCH_CHECK_VALUE(out[i] >= out[i - 1], op, ": '", name, "' must never decrease, got ", out[i - 1], " then ",

@@ -34,12 +34,6 @@ namespace gate_up = tileops::ops::moe_gate_up_fwd;
 namespace experts_op = tileops::ops::moe_fused_mo_e_experts_nopad_persistent3_wg_fwd;
 namespace fused = tileops::ops::moe_fused_moe_fwd;
 
-std::vector<int64_t> host_values(const at::Tensor& t) {
-  const at::Tensor host = t.to(at::kCPU).to(at::kLong).contiguous();
-  const int64_t* p = host.const_data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + host.numel());
-}
-
 // The flattened expert ids, each checked to lie in [0, experts).
 std::vector<int64_t> expert_ids_of(const char* op, const at::Tensor& topk_ids, int64_t experts) {
   std::vector<int64_t> ids = host_values(topk_ids);
@@ -47,6 +41,14 @@ std::vector<int64_t> expert_ids_of(const char* op, const at::Tensor& topk_ids, i
     TORCH_CHECK_VALUE(ids[f] >= 0 && ids[f] < experts, op, ": 'topk_ids' must lie in [0, num_experts = ", experts,
                       "), got ", ids[f], " at flat index ", f);
   return ids;
+}
+
+// The routes f of each expert in ascending order, from each route's expert (negative: none here).
+std::vector<std::vector<int64_t>> routes_by_expert(const std::vector<int64_t>& expert_of, int64_t experts) {
+  std::vector<std::vector<int64_t>> routes(experts);
+  for (size_t f = 0; f < expert_of.size(); ++f)
+    if (expert_of[f] >= 0) routes[expert_of[f]].push_back(static_cast<int64_t>(f));
+  return routes;
 }
 
 // values (int64 on the host) into `out`, whatever its dtype and device.
@@ -63,8 +65,7 @@ class PermuteAlignReference final : public Kernel {
     const int64_t experts = v.num_experts(), block = v.block_size();
     const std::vector<int64_t> ids = expert_ids_of(call.op_name, v.topk_ids(), experts);
     const int64_t routes = static_cast<int64_t>(ids.size());
-    std::vector<std::vector<int64_t>> per_expert(experts);
-    for (int64_t f = 0; f < routes; ++f) per_expert[ids[f]].push_back(f);
+    const auto per_expert = routes_by_expert(ids, experts);
     std::vector<int64_t> sorted(v.sorted_token_ids().numel(), routes), blocks(v.expert_ids().numel(), -1);
     int64_t used = 0;
     for (int64_t e = 0; e < experts; ++e) {
@@ -80,27 +81,28 @@ class PermuteAlignReference final : public Kernel {
   }
 };
 
-// Global expert -> local expert (-1: another rank's): expert_map checked to hold each local id once,
-// or, without a map, the identity (then local must equal experts).
-std::vector<int64_t> local_experts(const char* op, const at::Tensor* map, int64_t experts, int64_t local) {
-  std::vector<int64_t> to_local(experts);
-  if (map) {
-    to_local = host_values(*map);
-    std::vector<int> seen(local, 0);
-    for (int64_t e = 0; e < experts; ++e) {
-      TORCH_CHECK_VALUE(to_local[e] < local, op, ": 'expert_map' entries must be below num_experts_local = ", local,
-                        " (negative: another rank's), got ", to_local[e], " for expert ", e);
-      if (to_local[e] >= 0) ++seen[to_local[e]];
-    }
-    for (int64_t l = 0; l < local; ++l)
-      TORCH_CHECK_VALUE(seen[l] == 1, op, ": 'expert_map' must hold each local expert id exactly once, local id ", l,
-                        " appears ", seen[l], " times");
-  } else {
+// Each route's local expert (-1: another rank's) through expert_map, checked to hold each local id
+// once, or, without a map, its expert (then local must equal experts); topk_ids checked in range.
+std::vector<int64_t> local_routes(const char* op, const at::Tensor& topk_ids, const at::Tensor* map, int64_t experts,
+                                  int64_t local) {
+  std::vector<int64_t> route = expert_ids_of(op, topk_ids, experts);
+  if (!map) {
     TORCH_CHECK_VALUE(local == experts, op, ": without 'expert_map', num_experts_local must equal num_experts, got ",
                       local, " and ", experts);
-    for (int64_t e = 0; e < experts; ++e) to_local[e] = e;
+    return route;
   }
-  return to_local;
+  const std::vector<int64_t> to_local = host_values(*map);
+  std::vector<int> seen(local, 0);
+  for (int64_t e = 0; e < experts; ++e) {
+    TORCH_CHECK_VALUE(to_local[e] < local, op, ": 'expert_map' entries must be below num_experts_local = ", local,
+                      " (negative: another rank's), got ", to_local[e], " for expert ", e);
+    if (to_local[e] >= 0) ++seen[to_local[e]];
+  }
+  for (int64_t l = 0; l < local; ++l)
+    TORCH_CHECK_VALUE(seen[l] == 1, op, ": 'expert_map' must hold each local expert id exactly once, local id ", l,
+                      " appears ", seen[l], " times");
+  for (int64_t& e : route) e = to_local[e];
+  return route;
 }
 
 class PermuteNopadReference final : public Kernel {
@@ -108,12 +110,9 @@ class PermuteNopadReference final : public Kernel {
   void launch(const OpCall& call) const override {
     const nopad::View v(call);
     const int64_t experts = v.num_experts(), local = v.num_experts_local();
-    const std::vector<int64_t> ids = expert_ids_of(call.op_name, v.topk_ids(), experts);
-    const std::vector<int64_t> to_local = local_experts(call.op_name, v.expert_map(), experts, local);
-    const int64_t routes = static_cast<int64_t>(ids.size()), top_k = v.topk_ids().size(1);
-    std::vector<std::vector<int64_t>> per_expert(local);
-    for (int64_t f = 0; f < routes; ++f)
-      if (to_local[ids[f]] >= 0) per_expert[to_local[ids[f]]].push_back(f);
+    const std::vector<int64_t> route = local_routes(call.op_name, v.topk_ids(), v.expert_map(), experts, local);
+    const int64_t routes = static_cast<int64_t>(route.size()), top_k = v.topk_ids().size(1);
+    const auto per_expert = routes_by_expert(route, local);
     std::vector<int64_t> fwd(routes, -1), source(routes, 0), offsets(local + 1, 0), sizes(local);
     for (int64_t e = 0; e < local; ++e) {
       sizes[e] = static_cast<int64_t>(per_expert[e].size());
@@ -227,9 +226,7 @@ void routed_experts(const at::Tensor& hidden, const at::Tensor& w_gate_up, const
   const int64_t top_k = weights.size(1);
   const at::ScalarType dtype = hidden.scalar_type();
   const at::Tensor flat_w = weights.to(at::kFloat).reshape({-1});
-  std::vector<std::vector<int64_t>> routes(w_gate_up.size(0));
-  for (size_t f = 0; f < local.size(); ++f)
-    if (local[f] >= 0) routes[local[f]].push_back(static_cast<int64_t>(f));
+  std::vector<std::vector<int64_t>> routes = routes_by_expert(local, w_gate_up.size(0));
   at::Tensor acc = at::zeros({hidden.size(0), hidden.size(1)}, hidden.options().dtype(at::kFloat));
   for (size_t e = 0; e < routes.size(); ++e) {
     if (routes[e].empty()) continue;
@@ -250,11 +247,8 @@ class FusedExpertsReference final : public Kernel {
   void launch(const OpCall& call) const override {
     const experts_op::View v(call);
     const int64_t experts = v.num_experts(), local = v.w_gate_up().size(0);
-    const std::vector<int64_t> ids = expert_ids_of(call.op_name, v.topk_ids(), experts);
-    const std::vector<int64_t> to_local = local_experts(call.op_name, v.expert_map(), experts, local);
-    std::vector<int64_t> route_local(ids.size());
-    for (size_t f = 0; f < ids.size(); ++f) route_local[f] = to_local[ids[f]];
-    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), v.topk_weights(), route_local,
+    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), v.topk_weights(),
+                   local_routes(call.op_name, v.topk_ids(), v.expert_map(), experts, local),
                    v.routed_scaling_factor(), v.activation(), v.output());
   }
 };

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tileops/target.h"
 
@@ -14,6 +15,13 @@ namespace tileops::reference {
 
 // An optional tensor of a view (nullptr: absent) as ATen's optional argument.
 inline std::optional<at::Tensor> maybe(const at::Tensor* t) { return t ? std::optional<at::Tensor>(*t) : std::nullopt; }
+
+// An integer tensor's values read on the host (one device sync), for checks and host-side tables.
+inline std::vector<int64_t> host_values(const at::Tensor& t) {
+  const at::Tensor host = t.to(at::kCPU).to(at::kLong).contiguous();
+  const int64_t* p = host.const_data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + host.numel());
+}
 
 // Reference kernels hold no state: one per device, identity is empty.
 template <class K>
