@@ -44,6 +44,7 @@ import dataclasses
 import functools
 import importlib
 import logging
+import sys
 import types
 import weakref
 
@@ -275,12 +276,20 @@ def _make_rope(original, partial: bool):
     return apply_rotary_pos_emb
 
 
-def _attention_with_rope(cls, rope):
-    """cls.forward's own code, with `apply_rotary_pos_emb` looked up in a globals copy naming `rope`."""
+@functools.cache
+def _attention_with_rope(cls, partial: bool):
+    """cls.forward's own code, with `apply_rotary_pos_emb` looked up in a copy of its globals that names
+    tileops' rope. The copy is a module's namespace, registered in sys.modules under its own name: the
+    compiler finds an inlined function's globals by their `__name__`, so a bare dict would lead its
+    guards back to the original module (torch 2.11 did exactly that)."""
     f = cls.__dict__["forward"]
-    g = dict(f.__globals__)
-    g["apply_rotary_pos_emb"] = rope
-    fn = types.FunctionType(f.__code__, g, f.__name__, f.__defaults__, f.__closure__)
+    name = f"tileops._hf_attention.{cls.__module__}.{cls.__qualname__}"
+    mod = types.ModuleType(name)
+    mod.__dict__.update(f.__globals__)
+    mod.__dict__.update(__name__=name, __spec__=None,
+                        apply_rotary_pos_emb=_make_rope(f.__globals__["apply_rotary_pos_emb"], partial))
+    sys.modules[name] = mod
+    fn = types.FunctionType(f.__code__, mod.__dict__, f.__name__, f.__defaults__, f.__closure__)
     fn.__kwdefaults__ = f.__kwdefaults__
     fn.__qualname__ = f.__qualname__
     return fn
@@ -352,7 +361,6 @@ def _patch(model: nn.Module, archs, *, rms_norm, layer_norm, mlp, rope, require:
                                        for m in model.modules()):
         raise ValueError(f"tileops.hf.apply_to_{require}: {type(model).__name__} holds no {require} modules")
 
-    attention_fns = {}
     for name, m in model.named_modules():
         name = name or "(root)"
         cls = type(m)
@@ -400,10 +408,7 @@ def _patch(model: nn.Module, archs, *, rms_norm, layer_norm, mlp, rope, require:
             if hasattr(f, "__wrapped__") or "apply_rotary_pos_emb" not in f.__code__.co_names:
                 summary.skipped.append((name, "its forward does not call apply_rotary_pos_emb itself"))
                 continue
-            if cls not in attention_fns:
-                original = cls.__dict__["forward"].__globals__["apply_rotary_pos_emb"]
-                attention_fns[cls] = _attention_with_rope(cls, _make_rope(original, arch in _PARTIAL_ROPE))
-            take(name, m, attention_fns[cls], f"{cls.__name__} rotary -> RopeNeoxFwdOp")
+            take(name, m, _attention_with_rope(cls, arch in _PARTIAL_ROPE), f"{cls.__name__} rotary -> RopeNeoxFwdOp")
 
     if summary._modules:
         _turn_pairing_on(model)

@@ -192,6 +192,7 @@ def test_compile_fullgraph_one_node_per_call(arch, model):
             torch._dynamo.reset()
             compiled = torch.compile(model, backend=backend, fullgraph=True)
             got = compiled(INPUT).logits
+            compiled(INPUT)  # the first call's guards hold: no second graph
     torch._dynamo.reset()
     assert len(graphs) == 1
     nodes = [n for n in graphs[0].graph.nodes
@@ -201,6 +202,19 @@ def test_compile_fullgraph_one_node_per_call(arch, model):
 
 
 # --- the mechanics (one architecture) ----------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["qwen3", "phi3"])
+def test_rope_attention_globals_are_a_registered_module(arch):
+    # The compiler resolves an inlined function's globals through sys.modules[__name__]; a bare dict
+    # copy sends its guards to the original module, whose apply_rotary_pos_emb is not ours.
+    model = make_model(arch)
+    with tileops.patched(model):
+        patched = [m for m in model.modules() if type(m).__name__.endswith("Attention") and "forward" in m.__dict__]
+        assert patched
+        for m in patched:
+            g = m.forward.__func__.__globals__
+            assert sys.modules[g["__name__"]].__dict__ is g
+            assert g["apply_rotary_pos_emb"] is not sys.modules[type(m).__module__].apply_rotary_pos_emb
 
 def test_unpatch_restores_the_model_exactly():
     model = make_model("qwen3")
