@@ -1,0 +1,132 @@
+"""Every operator with a boundary, bent one manifest rule at a time: what the manifest says of each input
+(its dtypes, its shape) decides the mutation and the expected answer, so a new entry is covered the day
+its contract row exists. The calls are the contract registry's (tests/contracts/); the answers:
+  - an input given a dtype its entry does not list (complex64, listed by none) is refused, naming the
+    operator and the input;
+  - an input of fixed rank (a shape without `...`, not `any`) given one more dim is refused, naming the
+    operator;
+  - an input split across devices (one tensor on meta, the rest on the CPU) is refused, naming the
+    operator;
+  - the same values in non-contiguous inputs give the contiguous call's result;
+  - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing.
+"""
+import pytest
+import torch
+
+import tileops
+from compile_contract import CONTRACT
+
+ENTRIES = {e["class"]: e for e in tileops.op_table()}
+CLASSES = sorted(CONTRACT)
+ERRORS = (TypeError, RuntimeError, ValueError, IndexError)
+
+
+def call(op_class):
+    op, inputs = CONTRACT[op_class]("cpu")
+    return op, list(inputs), ENTRIES[op_class]
+
+
+def tensor_inputs(entry, inputs):
+    """(position, manifest input) of each tensor argument; contract rows pass inputs in manifest order."""
+    spec = entry["inputs"]
+    return [(i, spec[i]) for i, a in enumerate(inputs) if isinstance(a, torch.Tensor) and i < len(spec)]
+
+
+def fresh(inputs):
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]
+
+
+def flat(result):
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for r in result for t in flat(r)]
+    return []
+
+
+def refusal(op, inputs, entry):
+    """The message of the error the call raises; fails the test if it raises none or names no operator."""
+    with pytest.raises(ERRORS) as info:
+        op(*inputs)
+    msg = str(info.value)
+    names = [o["name"] for o in entry["operators"]]
+    assert any(f"tileops::{n}" in msg for n in names), f"the error names none of {names}: {msg}"
+    return msg
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_a_dtype_outside_the_manifest_is_refused(op_class):
+    op, inputs, entry = call(op_class)
+    slots = tensor_inputs(entry, inputs)
+    assert slots, "no tensor input to bend"
+    for i, spec in slots:
+        bad = fresh(inputs)
+        bad[i] = bad[i].to(torch.complex64)
+        msg = refusal(op, bad, entry)
+        assert spec["name"] in msg, f"input {spec['name']!r} ({spec['dtype']}) refused without its name: {msg}"
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_one_more_dim_on_a_fixed_rank_input_is_refused(op_class):
+    op, inputs, entry = call(op_class)
+    fixed = [(i, s) for i, s in tensor_inputs(entry, inputs)
+             if s["shape"] and s["shape"] != "any" and "..." not in s["shape"]]
+    if not fixed:
+        pytest.skip("every tensor input takes any rank")
+    for i, spec in fixed:
+        bad = fresh(inputs)
+        bad[i] = bad[i].unsqueeze(0)
+        refusal(op, bad, entry)
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_inputs_on_two_devices_are_refused(op_class):
+    op, inputs, entry = call(op_class)
+    slots = tensor_inputs(entry, inputs)
+    if len(slots) < 2:
+        pytest.skip("one tensor input")
+    for i, _ in slots:
+        bad = fresh(inputs)
+        bad[i] = bad[i].to("meta")
+        refusal(op, bad, entry)
+
+
+def spread(t):
+    """t's values in a non-contiguous tensor: every dim's stride doubled (a tensor of one element or none
+    has no non-contiguous form and is copied)."""
+    if t.numel() <= 1:
+        return t.clone()
+    big = torch.zeros([2 * n for n in t.shape], dtype=t.dtype)
+    view = big[tuple(slice(None, None, 2) for _ in t.shape)]
+    view.copy_(t)
+    assert not view.is_contiguous() and torch.equal(view, t)
+    return view
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_non_contiguous_inputs_give_the_contiguous_result(op_class):
+    op, inputs, entry = call(op_class)
+    torch.manual_seed(0)
+    want_args = fresh(inputs)
+    want = flat(op(*want_args))
+    torch.manual_seed(0)
+    got_args = [spread(a) if isinstance(a, torch.Tensor) else a for a in inputs]
+    got = flat(op(*got_args))
+    # Within torch's default tolerance: ATen's CPU loops take a vectorised path for contiguous data and a
+    # scalar one otherwise, a last-bit difference in some functions (mish, softplus, pow).
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, equal_nan=True)
+    for g, w in zip(got_args, want_args):  # inputs the op writes end alike too
+        if isinstance(g, torch.Tensor):
+            torch.testing.assert_close(g, w, equal_nan=True)
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_meta_inputs_give_the_real_shapes_and_build_nothing(op_class, counters):
+    op, inputs, entry = call(op_class)
+    real = flat(op(*fresh(inputs)))
+    before = counters()["kernel_builds"]
+    meta = flat(op(*[a.to("meta") if isinstance(a, torch.Tensor) else a for a in inputs]))
+    assert [(t.device.type, t.shape, t.dtype) for t in meta] == [("meta", t.shape, t.dtype) for t in real]
+    assert counters()["kernel_builds"] == before
