@@ -799,6 +799,8 @@ def emit_pairing(op: Op) -> list[str]:
         out.append(f"    at::Tensor o_{rets[0].name} = ag_result;")
     else:
         out += [f"    at::Tensor o_{o.name} = std::get<{k}>(ag_result);" for k, o in enumerate(rets)]
+    if op.autograd_no_grad:  # saved statistics: autograd neither tracks them nor passes their gradients
+        out.append(f"    ag_ctx->mark_non_differentiable({{{', '.join('o_' + n for n in op.autograd_no_grad)}}});")
     saves = []
     for (kind, src), b in zip(pr.sources, bwd.inputs):
         if kind == "input":

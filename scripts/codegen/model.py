@@ -52,7 +52,7 @@ ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "r
 SHARDING_KINDS = ("free", "except", "reduce", "matmul", "replicate")
 SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine", "matmul"}
 SHARDING_COMBINES = ("sum", "max", "min")  # DTensor Partial reduce ops a reduction's shards combine by
-AUTOGRAD_KEYS = {"backward"}
+AUTOGRAD_KEYS = {"backward", "no_grad"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
 OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
@@ -173,6 +173,8 @@ class Op:
     select: str | None = None
     select_cases: tuple = ()
     autograd_line: int = 0
+    # forward outputs named by `autograd: {no_grad: [...]}`: saved statistics, not differentiable
+    autograd_no_grad: tuple = ()
     # (kind, {key: value}) of `sharding:`; ("pointwise", {}) for an elementwise entry without one;
     # ("replicate", {}) where absent
     sharding: tuple = ("replicate", ())
@@ -703,13 +705,20 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     if not inputs and any(o.buffer or o.optional for o in outputs):
         ctx.fail(sig.line, "an op without tensor inputs has no out buffer or optional outputs")
 
-    autograd, autograd_line = None, 0
+    autograd, autograd_line, no_grad = None, 0, ()
     if "autograd" in entry:
         raw = entry["autograd"]
         ctx.keys(raw, AUTOGRAD_KEYS, "autograd", required=("backward",))
         autograd, autograd_line = raw["backward"], raw.line_of("backward")
         if not isinstance(autograd, str):
             ctx.fail(autograd_line, "autograd.backward names the op class that computes this op's gradients")
+        if "no_grad" in raw:
+            no_grad = raw["no_grad"]
+            names = [o.name for o in outputs]
+            if not isinstance(no_grad, list) or not no_grad or any(n not in names for n in no_grad):
+                ctx.fail(raw.line_of("no_grad"), f"autograd.no_grad lists forward outputs ({', '.join(names)}) "
+                                                 "that are saved statistics, not differentiable")
+            no_grad = tuple(no_grad)
 
     elementwise, select, select_cases = None, None, ()
     if "elementwise" in entry:
@@ -732,7 +741,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
 
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
-              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, elementwise=elementwise,
+              getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, autograd_no_grad=no_grad,
+              elementwise=elementwise,
               select=select, select_cases=select_cases, sharding=sharding)
 
 
@@ -1108,6 +1118,8 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
         grad_of = b.name[1:] if b.name.startswith("d") and b.name[1:] in fwd_out else None
         if grad_of and b.name in fwd_in | fwd_out:
             fail(f"backward input '{b.name}' is ambiguous: both d<{grad_of}> and a forward tensor of that name")
+        if grad_of in fwd.autograd_no_grad:
+            fail(f"backward input '{b.name}' is the gradient of '{grad_of}', which no_grad marks not differentiable")
         if grad_of:
             src = ("grad", grad_of)
         elif b.name in fwd_in:
@@ -1134,7 +1146,7 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
     def is_float(op, name):
         return _pairing_dtype_root(op, name, fail)[1] <= set(FLOAT_DTYPES)
     for o in fwd.outputs:
-        if is_float(fwd, o.name) and ("grad", o.name) not in sources:
+        if is_float(fwd, o.name) and ("grad", o.name) not in sources and o.name not in fwd.autograd_no_grad:
             fail(f"forward output '{o.name}' gets no gradient: backward {bwd.cls} has no input 'd{o.name}'")
     for i in fwd.inputs:
         if is_float(fwd, i.name) and i.name not in grads:

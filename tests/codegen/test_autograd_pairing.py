@@ -135,6 +135,38 @@ def test_each_pairing_rule_fires(text, message):
     assert message in error_of(text)
 
 
+# A forward that also returns a statistic the backward reads (as layer norm's rstd): `no_grad` marks it.
+STAT = edit("      y: {dtype: same_as(x), shape: same_as(x)}\n",
+            "      y: {dtype: same_as(x), shape: same_as(x)}\n      rstd: {dtype: float32, shape: \"[...]\"}\n",
+            edit("      weight: {dtype: same_as(dy), shape: \"[*ns]\", optional: true}\n",
+                 "      weight: {dtype: same_as(dy), shape: \"[*ns]\", optional: true}\n"
+                 "      rstd: {dtype: float32, shape: \"[...]\"}\n",
+                 edit("autograd: {backward: NrmBwdOp}", "autograd: {backward: NrmBwdOp, no_grad: [rstd]}")))
+
+
+def test_a_no_grad_output_is_saved_not_differentiated():
+    fwd = ops_of(STAT)["NrmFwdOp"]
+    assert fwd.autograd_no_grad == ("rstd",)
+    assert fwd.pairing.sources == (("grad", "y"), ("input", "x"), ("input", "weight"), ("output", "rstd"))
+    # without no_grad the float32 statistic would be a gradient dropped
+    assert "forward output 'rstd' gets no gradient" in error_of(STAT.replace(", no_grad: [rstd]", ""))
+    text = emit_cpp.emit_pairing(fwd)
+    assert any("ag_ctx->mark_non_differentiable({o_rstd});" in line for line in text)
+    assert any("ag_ctx->save_for_backward({x, weight.value_or(at::Tensor()), o_rstd});" in line for line in text)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("no_grad: [rstd]", "no_grad: [mean]", "autograd.no_grad lists forward outputs (y, rstd) that are saved"),
+    ("no_grad: [rstd]", "no_grad: rstd", "autograd.no_grad lists forward outputs"),
+    ("      rstd: {dtype: float32, shape: \"[...]\"}\n    outputs:\n      dx",
+     "      rstd: {dtype: float32, shape: \"[...]\"}\n      drstd: {dtype: float32, shape: \"[...]\"}\n"
+     "    outputs:\n      dx",
+     "backward input 'drstd' is the gradient of 'rstd', which no_grad marks not differentiable"),
+])
+def test_no_grad_rules_fire(old, new, message):
+    assert message in error_of(edit(old, new, STAT))
+
+
 def test_generated_autograd_kernel_and_function():
     # elementwise.yaml too: the norm family's composites are made of its ops
     text = emit_cpp.emit_registration(load_ops([os.path.join(ROOT, "manifests", f) for f in ("norm.yaml",
