@@ -150,6 +150,8 @@ class Env:
         if isinstance(node, exprs.Call) and node.fn == "select":
             flag, yes, no = node.args
             return f"({flag.id} ? {self.expr(yes)} : {self.expr(no)})"
+        if isinstance(node, exprs.Call) and node.fn in exprs.INT_FUNCTIONS:
+            return f"tileops::check::sym_{node.fn}({self.expr(node.args[0])})"
         if isinstance(node, exprs.Call):
             arg = node.args[0].id
             return {

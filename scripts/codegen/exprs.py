@@ -15,7 +15,9 @@
   atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 
 Functions: len(int[] param), prod(int[] param), ndim(tensor), numel(tensor), elem_size(tensor),
-select(bool param, expr, expr) (the first expr when the param is true: GEMM's transpose flags).
+select(bool param, expr, expr) (the first expr when the param is true: GEMM's transpose flags),
+is_pow2(expr) (1 when the value is a power of two, else 0: FFTC2CFwdOp's radix-2 size) and
+ilog2(expr) (floor(log2(value)) for a value >= 1, else 0: an FFT's roofline).
 Values are immutable records; nothing here knows about C++.
 """
 from __future__ import annotations
@@ -23,7 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-FUNCTIONS = {"len", "prod", "ndim", "numel", "elem_size", "select"}
+INT_FUNCTIONS = {"is_pow2", "ilog2"}  # of one int expression
+FUNCTIONS = {"len", "prod", "ndim", "numel", "elem_size", "select"} | INT_FUNCTIONS
 COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 
 

@@ -27,6 +27,8 @@ DTYPES = {
     "int32": "at::kInt",
     "int64": "at::kLong",
     "bool": "at::kBool",
+    "complex64": "at::kComplexFloat",
+    "complex128": "at::kComplexDouble",
 }
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -853,6 +855,11 @@ def _check_names(ctx, node, line, scalars, lists, tensors, what, flags=frozenset
             _check_select(ctx, call, line, flags, what)
             for a in call.args[1:]:
                 _check_names(ctx, a, line, scalars, lists, tensors, what, flags)
+            continue
+        if call.fn in exprs.INT_FUNCTIONS:  # is_pow2(expr), ilog2(expr): one int expression
+            if len(call.args) != 1:
+                ctx.fail(line, f"{what}: {call.fn}() takes one int expression")
+            _check_names(ctx, call.args[0], line, scalars, lists, tensors, what, flags)
             continue
         arg = call.args[0] if len(call.args) == 1 and isinstance(call.args[0], exprs.Name) else None
         want = lists if call.fn in ("len", "prod") else tensors

@@ -30,8 +30,12 @@ const char* dtype_name(c10::ScalarType t) {
     case c10::ScalarType::Int: return "int32";
     case c10::ScalarType::Long: return "int64";
     case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::ComplexFloat: return "complex64";  // torch's names for dtypes no manifest takes
+    case c10::ScalarType::ComplexFloat: return "complex64";
     case c10::ScalarType::ComplexDouble: return "complex128";
+    case c10::ScalarType::Float8_e4m3fn: return "float8_e4m3fn";
+    case c10::ScalarType::Float8_e5m2: return "float8_e5m2";  // torch's names for dtypes no manifest takes
+    case c10::ScalarType::Float8_e4m3fnuz: return "float8_e4m3fnuz";
+    case c10::ScalarType::Float8_e5m2fnuz: return "float8_e5m2fnuz";
     default: return c10::toString(t);
   }
 }
@@ -123,6 +127,20 @@ c10::SymInt sym_prod(c10::SymIntArrayRef dims) {
   c10::SymInt p = 1;
   for (const auto& d : dims) p = p * d;
   return p;
+}
+
+c10::SymInt sym_is_pow2(const c10::SymInt& x) {
+  const int64_t v = x.guard_int(__FILE__, __LINE__);
+  return c10::SymInt(int64_t{v > 0 && (v & (v - 1)) == 0});
+}
+
+c10::SymInt sym_ilog2(const c10::SymInt& x) {
+  int64_t v = x.guard_int(__FILE__, __LINE__), r = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++r;
+  }
+  return c10::SymInt(r);
 }
 
 c10::ScalarType promote_int_to_float(c10::ScalarType t) {

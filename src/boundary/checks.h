@@ -35,6 +35,10 @@ bool all_empty(const std::array<at::Tensor, N>& outs) {
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 35;  // 32 GiB
 
 c10::SymInt sym_prod(c10::SymIntArrayRef dims);
+// Manifest is_pow2(x) / ilog2(x): 1 or 0, and floor(log2(x)) (0 below 1). The value is guarded
+// (a symbolic size is specialised: a power-of-two rule is not an affine guard).
+c10::SymInt sym_is_pow2(const c10::SymInt& x);
+c10::SymInt sym_ilog2(const c10::SymInt& x);
 c10::ScalarType promote_int_to_float(c10::ScalarType t);
 // torch.sum/cumsum's result dtype without dtype=: integer and bool inputs accumulate into int64.
 c10::ScalarType promote_int_to_long(c10::ScalarType t);

@@ -68,3 +68,10 @@ def test_zero_rows_returns_an_empty_result(counters):
 def test_row_too_long_for_the_manifest_rule():
     with pytest.raises(ValueError, match=r"prod\(normalized_shape\) <= 1048576"):
         OP(torch.empty(1, 2 ** 20 + 1, device="meta"), None, [2 ** 20 + 1])
+
+
+def test_an_fp8_dtype_is_named_as_torch_names_it():
+    a = torch.zeros(2, 4, 8).to(torch.float8_e5m2)
+    scale = torch.ones((), dtype=torch.float32)
+    with pytest.raises(TypeError, match=r"tileops::gemm_bmm_fp8_fwd: 'a' must have dtype float8_e4m3fn, got float8_e5m2$"):
+        torch.ops.tileops.gemm_bmm_fp8_fwd(a, a, scale, scale)

@@ -565,3 +565,24 @@ def test_reduce_sharding_combines_by_sum_max_or_min_only():
         error_of(_with_sharding(REDUCE, "{reduce: dim, combine: avg}"))
     assert "sharding.combine goes with reduce:" in error_of(_with_sharding(GOOD, "{free: [n], combine: sum}"))
 
+
+
+def test_is_pow2_and_ilog2_emit_guarded_checks():
+    text = GOOD.replace("outputs:", "shape_rules: ['is_pow2(n) == 1']\n    outputs:", 1)
+    out = emit_cpp.emit_registration(build_ops([parse_text(text, "manifests/t.yaml")]))
+    assert "const c10::SymInt lhs = tileops::check::sym_is_pow2(s.sym_n);" in out
+    assert '"is_pow2(n) == 1"' in out  # the rule's text, for the refusal
+
+@pytest.mark.parametrize("rule,message", [
+    ("'is_pow2(n, n) == 1'", "is_pow2() takes one int expression"),
+    ("'ilog2(m) >= 1'", "'m' is not an int param or a dim bound by an input shape"),
+])
+def test_is_pow2_and_ilog2_mistakes_are_refused(rule, message):
+    assert message in error_of(GOOD.replace("outputs:", f"shape_rules: [{rule}]\n    outputs:", 1))
+
+
+def test_complex_dtypes_parse():
+    (op,) = build_ops([parse_text(GOOD.replace("dtype: float16,", "dtype: complex64 | complex128,", 1),
+                                  "manifests/t.yaml")])
+    assert set(op.inputs[0].dtype.names) == {"complex64", "complex128"}
+    assert "at::kComplexFloat" in emit_cpp.emit_registration([op])
