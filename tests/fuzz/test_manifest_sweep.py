@@ -1,8 +1,8 @@
 """Every operator with a boundary, bent one manifest rule at a time: what the manifest says of each input
 (its dtypes, its shape) decides the mutation and the expected answer, so a new entry is covered the day
 its contract row exists. The calls are the contract registry's (tests/contracts/); the answers:
-  - an input given a dtype its entry does not list (complex64, listed by none) is refused, naming the
-    operator and the input;
+  - an input given a dtype its entry does not list (nor any other input of the call has) is refused,
+    naming the operator and the input;
   - an input of fixed rank (a shape without `...`, not `any`) given one more dim is refused, naming the
     operator;
   - an input split across devices (one tensor on meta, the rest on the CPU) is refused, naming the
@@ -19,6 +19,15 @@ from compile_contract import CONTRACT
 ENTRIES = {e["class"]: e for e in tileops.op_table()}
 CLASSES = sorted(CONTRACT)
 ERRORS = (TypeError, RuntimeError, ValueError, IndexError)
+FOREIGN = (torch.complex64, torch.int16, torch.float64, torch.bool)
+
+
+def foreign_dtype(spec, inputs):
+    """A dtype the input's manifest entry does not name and no tensor of the call has (so no same_as
+    rule can let it through)."""
+    present = {a.dtype for a in inputs if isinstance(a, torch.Tensor)}
+    allowed = {d.strip() for d in spec["dtype"].split("|")}
+    return next(d for d in FOREIGN if str(d).removeprefix("torch.") not in allowed and d not in present)
 
 
 def call(op_class):
@@ -61,7 +70,7 @@ def test_a_dtype_outside_the_manifest_is_refused(op_class):
     assert slots, "no tensor input to bend"
     for i, spec in slots:
         bad = fresh(inputs)
-        bad[i] = bad[i].to(torch.complex64)
+        bad[i] = bad[i].to(foreign_dtype(spec, inputs))
         msg = refusal(op, bad, entry)
         assert spec["name"] in msg, f"input {spec['name']!r} ({spec['dtype']}) refused without its name: {msg}"
 

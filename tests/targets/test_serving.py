@@ -17,7 +17,8 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
                      "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
-                     "FusedMoeFwdOp"}
+                     "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
+                     "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
