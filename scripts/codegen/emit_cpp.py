@@ -221,7 +221,7 @@ def _reductions(op: Op) -> list:
 
 
 def _pooled(op: Op) -> list:
-    return [o for o in op.outputs if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled))]
+    return [o for o in op.outputs if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled, exprs.Convolved))]
 
 
 def _list_arg(op: Op, name: str) -> str:
@@ -232,11 +232,21 @@ def _list_arg(op: Op, name: str) -> str:
 
 
 def emit_pooled_shapes(op: Op) -> list[str]:
-    """pool(...) / adaptive_pool(...): torch's output size, refusing what torch refuses (docs/MANIFEST.md)."""
+    """pool(...) / adaptive_pool(...) / conv(...): torch's output size, refusing what torch refuses
+    (docs/MANIFEST.md)."""
     out = []
     for o in _pooled(op):
         sh = o.shape
         t = tensor_ref(op, sh.input)
+        if isinstance(sh, exprs.Convolved):
+            pad_str = (f"{cpp_str(sh.padding_str)}, {sh.padding_str}" if sh.padding_str
+                       else "nullptr, std::nullopt")
+            out.append(f"s.pooled_{o.name} = tileops::check::conv_shape(kOp, {cpp_str(sh.input)}, {t}.sym_sizes(), "
+                       f"{cpp_str(sh.weight)}, {tensor_ref(op, sh.weight)}.sym_sizes(), {op.param(sh.stride).length}, "
+                       f"{{{cpp_str(sh.stride)}, {cpp_str(sh.padding)}, {cpp_str(sh.dilation)}}}, "
+                       f"{{{_list_arg(op, sh.stride)}, {_list_arg(op, sh.padding)}, {_list_arg(op, sh.dilation)}}}, "
+                       f"{pad_str});")
+            continue
         if isinstance(sh, exprs.AdaptivePooled):
             out.append(f"s.pooled_{o.name} = tileops::check::adaptive_pool_shape(kOp, {cpp_str(sh.input)}, "
                        f"{t}.sym_sizes(), {op.param(sh.output_size).length}, {cpp_str(sh.output_size)}, "
@@ -464,10 +474,10 @@ def emit_check_fn(op: Op) -> tuple[list[str], Env]:
         got = ", ".join(dtype_of(n) for n in names)
         body.append(f"if (!(({') || ('.join(conds)}))) tileops::check::fail_dtype_combo(kOp, "
                     f"{cpp_str(', '.join(names))}, {cpp_str(allowed)}, {{{got}}});")
-    for o in op.outputs:  # promote(...) in <union>: the result type must be one of those
+    for o in op.outputs:  # promote(...) / dtype_or(...) in <union>: the result type must be one of those
         cases = o.dtype.cases if o.dtype.kind == "select" else ((None, o.dtype),)
         for v, r in cases:
-            if r.kind in ("promote", "promote_float") and r.names:
+            if r.kind in ("promote", "promote_float", "dtype_or") and r.names:
                 allowed = ", ".join(DTYPES[n] for n in r.names)
                 check = (f"tileops::check::require_result_dtype(kOp, {cpp_str(o.name)}, {_rule_expr(op, r)}, "
                          f"{{{allowed}}}, {cpp_str(r.text)});")
@@ -510,7 +520,7 @@ def emit_shape(op: Op, env: Env, o: Output, var: str) -> tuple[list[str], str]:
                  f"s.{_mask_name((r.input, r.dim, r.listed))}, {keep});"], f"{var}_shape")
     if isinstance(o.shape, exprs.Broadcast):
         return [], "c10::SymIntArrayRef(s.broadcast)"
-    if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled)):
+    if isinstance(o.shape, (exprs.Pooled, exprs.AdaptivePooled, exprs.Convolved)):
         return [], f"c10::SymIntArrayRef(s.pooled_{o.name})"
     lines = [f"c10::SmallVector<c10::SymInt, 8> {var}_shape;"]
     for d in o.shape.dims:

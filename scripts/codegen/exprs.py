@@ -6,6 +6,7 @@
           | 'along(' NAME ',' INT ')'
           | 'pool(' NAME ',' NAME ',' NAME ',' NAME ',' (NAME | '1') ',' NAME ')'
           | 'adaptive_pool(' NAME ',' NAME ')'
+          | 'conv(' NAME ',' NAME ',' NAME ',' NAME ',' NAME [',' NAME] ')'
   dim    := '...' | '*' NAME | expr
   rule   := cond ('or' cond)*
   cond   := expr CMP expr | ['not'] 'given(' NAME ')' | ['not'] NAME     CMP in == != <= >= < >
@@ -154,6 +155,20 @@ class AdaptivePooled:
 
 
 @dataclass(frozen=True)
+class Convolved:
+    """torch's convolution output shape: `input`'s batch dim (none when unbatched), `weight`'s first
+    dim (output channels), then per spatial dim (as many as the int[N] params say)
+    (L + 2p - d(k - 1) - 1) // s + 1, k the matching trailing dim of `weight`; L itself when the str?
+    param `padding_str` is 'same'. One-element lists stand for all dims."""
+    input: str
+    weight: str
+    stride: str
+    padding: str
+    dilation: str
+    padding_str: str | None
+
+
+@dataclass(frozen=True)
 class Broadcast:
     """The broadcast of the named inputs' shapes (torch.broadcast_shapes)."""
     inputs: tuple
@@ -296,6 +311,16 @@ def parse_shape(text: str):
     if text.startswith("pool"):
         raise ExprError(f"a pooled shape is pool(<input>, <kernel_size>, <stride>, <padding>, <dilation> | 1, "
                         f"<ceil_mode>): '{text}'")
+    m = re.fullmatch(r"conv\(([^()]*)\)", text)
+    if m:
+        args = [a.strip() for a in m.group(1).split(",")]
+        if len(args) not in (5, 6) or not all(re.fullmatch(r"[A-Za-z_]\w*", a) for a in args):
+            raise ExprError("a convolved shape is conv(<input>, <weight>, <stride>, <padding>, <dilation>"
+                            f"[, <padding_str>]): '{text}'")
+        return Convolved(*args[:5], args[5] if len(args) == 6 else None)
+    if text.startswith("conv"):
+        raise ExprError("a convolved shape is conv(<input>, <weight>, <stride>, <padding>, <dilation>"
+                        f"[, <padding_str>]): '{text}'")
     m = re.fullmatch(r"adaptive_pool\(\s*([A-Za-z_]\w*)\s*,\s*([A-Za-z_]\w*)\s*\)", text)
     if m:
         return AdaptivePooled(m.group(1), m.group(2))
@@ -401,6 +426,9 @@ def render(node) -> str:
                 f"{node.ceil_mode})")
     if isinstance(node, AdaptivePooled):
         return f"adaptive_pool({node.input}, {node.output_size})"
+    if isinstance(node, Convolved):
+        tail = f", {node.padding_str}" if node.padding_str else ""
+        return f"conv({node.input}, {node.weight}, {node.stride}, {node.padding}, {node.dilation}{tail})"
     if isinstance(node, Or):
         return " or ".join(render(c) for c in node.conds)
     if isinstance(node, Along):

@@ -333,14 +333,21 @@ def _dtype_rule(ctx: _Ctx, text, line: int, known_inputs: list[str], what: str, 
             ctx.fail(line, f"{what}: dtype '{t}' names unknown input '{m.group(2)}'; "
                            f"known inputs before it: {', '.join(known_inputs) or '(none)'}")
         return DTypeRule(m.group(1), ref=m.group(2), text=t)
-    m = re.fullmatch(r"dtype_or\(\s*([A-Za-z_]\w*)\s*,\s*(?:([A-Za-z_]\w*)|promote_int_to_long\(\s*([A-Za-z_]\w*)\s*\))\s*\)",
-                     t)
+    m = re.fullmatch(r"dtype_or\(\s*([A-Za-z_]\w*)\s*,\s*(?:([A-Za-z_]\w*)|promote_int_to_long\(\s*([A-Za-z_]\w*)\s*\))\s*\)"
+                     r"(?:\s+in\s+(.+))?", t)
     if m:
         fallback = m.group(2) or m.group(3)
         if m.group(1) not in known_inputs or fallback not in known_inputs:
             ctx.fail(line, f"{what}: dtype '{t}' takes a ScalarType? param and an input; "
                            f"known: {', '.join(known_inputs) or '(none)'}")
-        return DTypeRule("dtype_or", ref=m.group(1), fallback=fallback, text=t, widen_int=m.group(3) is not None)
+        allowed = ()
+        if m.group(4):  # the dtype it gives must be one of these (a float8 input's output needs the param)
+            allowed = tuple(n.strip() for n in m.group(4).split("|"))
+            for n in allowed:
+                if n not in DTYPES:
+                    ctx.fail(line, f"{what}: unknown dtype '{n}' in '{t}'; known: {', '.join(DTYPES)}")
+        return DTypeRule("dtype_or", names=allowed, ref=m.group(1), fallback=fallback, text=t,
+                         widen_int=m.group(3) is not None)
     names = tuple(n.strip() for n in t.split("|"))
     for n in names:
         if n not in DTYPES:
@@ -530,6 +537,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             ctx.fail(spec.line_of("shape"), f"input '{name}': a reduced shape describes outputs")
         if isinstance(shape, (exprs.Pooled, exprs.AdaptivePooled)):
             ctx.fail(spec.line_of("shape"), f"input '{name}': a pooled shape describes outputs")
+        if isinstance(shape, exprs.Convolved):
+            ctx.fail(spec.line_of("shape"), f"input '{name}': a convolved shape describes outputs")
         if isinstance(shape, exprs.Broadcast):
             ctx.fail(spec.line_of("shape"), f"input '{name}': broadcast_shapes() gives an output's shape; "
                                             "an input that broadcasts takes shape 'any'")
@@ -567,6 +576,8 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             _check_reduced(ctx, spec.line_of("shape"), name, shape, input_names, params)
         if isinstance(shape, (exprs.Pooled, exprs.AdaptivePooled)):
             _check_pooled(ctx, spec.line_of("shape"), name, shape, inputs, params)
+        if isinstance(shape, exprs.Convolved):
+            _check_convolved(ctx, spec.line_of("shape"), name, shape, inputs, params)
         if dtype.kind == "dtype_or":
             p = next((p for p in params if p.name == dtype.ref), None)
             by_param = p is not None and p.type == "ScalarType" and p.nullable
@@ -844,6 +855,39 @@ def _check_pooled(ctx, line, name, shape, inputs, params):
         if rank is not None and p.length != rank:
             ctx.fail(line, f"{what}: '{pname}' is int[{p.length}] but the others are int[{rank}]; one spatial rank")
         rank = p.length
+
+
+CONV_PADDING_STRS = ("valid", "same")  # torch's conv*d(padding=<str>)
+
+
+def _check_convolved(ctx, line, name, shape, inputs, params):
+    """conv(...): an input with a list of dims, a weight of exactly N + 2 named dims, stride / padding /
+    dilation int[N] params of one N (the spatial rank), padding_str a str? param choosing among
+    'valid' and 'same'."""
+    by_name = {p.name: p for p in params}
+    what = f"output '{name}': {exprs.render(shape)}"
+    inp = next((i for i in inputs if i.name == shape.input), None)
+    if inp is None or not isinstance(inp.shape, exprs.ShapeList):
+        ctx.fail(line, f"{what}: '{shape.input}' must be an input with a list of dims, e.g. \"[..., C_in, H, W]\"")
+    rank = None
+    for pname in (shape.stride, shape.padding, shape.dilation):
+        p = by_name.get(pname)
+        if p is None or p.type != "int[]" or not p.length or p.nullable:
+            ctx.fail(line, f"{what}: '{pname}' must be an int[N] param (N: the spatial rank)")
+        if rank is not None and p.length != rank:
+            ctx.fail(line, f"{what}: '{pname}' is int[{p.length}] but the others are int[{rank}]; one spatial rank")
+        rank = p.length
+    w = next((i for i in inputs if i.name == shape.weight), None)
+    if w is None or w.optional or not isinstance(w.shape, exprs.ShapeList) or len(w.shape.dims) != rank + 2 \
+            or any(isinstance(d, (exprs.Ellipsis_, exprs.Splice)) for d in w.shape.dims):
+        ctx.fail(line, f"{what}: '{shape.weight}' must be a required input of {rank + 2} dims "
+                       "[C_out, C_in / groups, *kernel] (no '...')")
+    if shape.padding_str is not None:
+        p = by_name.get(shape.padding_str)
+        if p is None or p.type != "str" or not p.nullable or not p.choices \
+                or not set(p.choices) <= set(CONV_PADDING_STRS):
+            ctx.fail(line, f"{what}: '{shape.padding_str}' must be a str? param with choices among "
+                           f"{', '.join(CONV_PADDING_STRS)}")
 
 
 def _check_names(ctx, node, line, scalars, lists, tensors, what, flags=frozenset()):

@@ -512,6 +512,58 @@ c10::SymDimVector adaptive_pool_shape(const char* op, const char* input, c10::Sy
   return out;
 }
 
+c10::SymDimVector conv_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, const char* weight,
+                             c10::SymIntArrayRef weight_sizes, int64_t rank, std::array<const char*, 3> names,
+                             std::array<c10::SymIntArrayRef, 3> lists, const char* padding_str_name,
+                             std::optional<c10::string_view> padding_str) {
+  for (size_t i = 0; i < lists.size(); ++i) {
+    const size_t n = lists[i].size();
+    TORCH_CHECK(n == 1 || n == static_cast<size_t>(rank), op, ": argument '", names[i], "' must be a single int",
+                rank > 1 ? " or " + std::to_string(rank) + " ints" : std::string(), ", got ", dims_str(lists[i]));
+  }
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  TORCH_CHECK(ndim == rank + 1 || ndim == rank + 2, op, ": '", input, "' must have ", rank + 1,
+              " dims (unbatched) or ", rank + 2, " (batched), got ", dims_str(sizes));
+  TORCH_CHECK(static_cast<int64_t>(weight_sizes.size()) == rank + 2, op, ": '", weight, "' must have ", rank + 2,
+              " dims, got ", dims_str(weight_sizes));
+  const bool same = padding_str.has_value() && *padding_str == "same";
+  c10::SymDimVector out(sizes.begin(), sizes.end() - rank - 1);  // the batch dim, when there is one
+  out.push_back(weight_sizes[0]);
+  for (int64_t j = 0; j < rank; ++j) {
+    const int64_t s = pool_int(lists[0], j), p = pool_int(lists[1], j), d = pool_int(lists[2], j);
+    TORCH_CHECK(s > 0, op, ": argument '", names[0], "' must be positive, got ", dims_str(lists[0]));
+    TORCH_CHECK(p >= 0, op, ": argument '", names[1], "' must be non-negative, got ", dims_str(lists[1]));
+    TORCH_CHECK(d > 0, op, ": argument '", names[2], "' must be positive, got ", dims_str(lists[2]));
+    // Below 2^31, so L + 2p and the output size stay far inside int64 whatever the input.
+    const std::array<int64_t, 3> values{s, p, d};
+    for (size_t i = 0; i < names.size(); ++i)
+      TORCH_CHECK(values[i] <= kMaxPoolParam, op, ": argument '", names[i], "' must be below 2^31, got ",
+                  dims_str(lists[i]));
+    if (padding_str.has_value())
+      TORCH_CHECK(p == 0, op, ": argument '", names[1], "' must be 0 when '", padding_str_name, "' is given (",
+                  padding_str_name, "='", *padding_str, "'), got ", dims_str(lists[1]));
+    if (same)
+      TORCH_CHECK(s == 1, op, ": ", padding_str_name, "='same' needs '", names[0],
+                  "' 1 in every dim (torch: not supported for strided convolutions), got ", dims_str(lists[0]));
+    const c10::SymInt& L = sizes[ndim - rank + j];
+    const c10::SymInt& k = weight_sizes[2 + j];
+    TORCH_CHECK(k >= 1, op, ": '", weight, "' must have kernel dims >= 1, got ", dims_str(weight_sizes));
+    TORCH_CHECK(L >= 1, op, ": '", input, "' must not be empty in spatial dim ", j, ", got ", dims_str(sizes));
+    if (same) {  // torch pads d(k - 1) in all, the odd one on the right: L outputs
+      out.push_back(L);
+      continue;
+    }
+    // torch: the dilated kernel d(k - 1) + 1 fits the padded input L + 2p; written k - 1 <= (L + 2p - 1) // d,
+    // so a huge kernel or dilation cannot overflow the product.
+    TORCH_CHECK(k - 1 <= (L + 2 * p - 1) / d, op, ": the dilated kernel is larger than the padded input in spatial dim ",
+                j, ": '", input, "' of shape ", dims_str(sizes), ", '", weight, "' of shape ", dims_str(weight_sizes),
+                ", ", names[1], "=", dims_str(lists[1]), ", ", names[2], "=", dims_str(lists[2]),
+                " (need dilation * (kernel - 1) + 1 <= size + 2 * padding)");
+    out.push_back((L + 2 * p - d * (k - 1) - 1) / s + 1);
+  }
+  return out;
+}
+
 std::string describe_param(const char* name, bool v) { return std::string(name) + (v ? "=True" : "=False"); }
 
 void fail_argument_rule(const char* op, const char* names, const char* rule, const std::string& values) {

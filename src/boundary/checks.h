@@ -95,6 +95,19 @@ c10::SymDimVector pool_shape(const char* op, const char* input, c10::SymIntArray
 c10::SymDimVector adaptive_pool_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, int64_t rank,
                                       const char* output_size_name, c10::SymIntArrayRef output_size);
 
+// A conv(...) output shape (torch.nn.functional.conv{1,2,3}d): the input's batch dim (none when it is
+// unbatched, rank + 1 dims), weight.size(0), then per spatial dim (L + 2p - d(k - 1) - 1) // s + 1 with
+// k = weight.size(2 + j), or L with padding_str 'same'. `lists`: stride, padding, dilation; one element
+// stands for every dim. Refuses (RuntimeError naming op and argument) what torch refuses: lists of
+// another length, an input of neither rank + 1 nor rank + 2 dims, stride or dilation < 1, padding < 0,
+// a dilated kernel d(k - 1) + 1 larger than the padded input L + 2p, 'same' with a stride other than 1;
+// and, where torch fails without a message or answers inconsistently, an empty spatial dim, a kernel dim
+// < 1, params from 2^31, a padding other than 0 beside padding_str.
+c10::SymDimVector conv_shape(const char* op, const char* input, c10::SymIntArrayRef sizes, const char* weight,
+                             c10::SymIntArrayRef weight_sizes, int64_t rank, std::array<const char*, 3> names,
+                             std::array<c10::SymIntArrayRef, 3> lists, const char* padding_str_name,
+                             std::optional<c10::string_view> padding_str);
+
 void require_strided(const char* op, const char* arg, const at::Tensor& t);
 void require_dtype(const char* op, const char* arg, const at::Tensor& t, std::initializer_list<c10::ScalarType> allowed,
                    const char* rule);
