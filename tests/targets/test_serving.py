@@ -18,7 +18,8 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
                      "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
-                     "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp"}
+                     "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp",
+                     "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
