@@ -19,7 +19,8 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
                      "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp",
-                     "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp"}
+                     "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
+                     "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "GroupedGemmFwdOp", "GemmW4A16FwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
