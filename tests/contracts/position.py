@@ -1,6 +1,6 @@
 """Cold-compile contract entries of the position family (see tests/compile_contract.py). Only the
-RoPE ops (3-D, flat and position ids) have a boundary: AlibiFwdOp/SinusoidalFwdOp have no tensor inputs,
-QKNormRopeFwdOp is composite."""
+RoPE ops (3-D, flat, position ids and TileOPs' scaled ones) have a boundary: AlibiFwdOp/SinusoidalFwdOp
+have no tensor inputs, QKNormRopeFwdOp is composite."""
 import torch
 
 
@@ -37,10 +37,24 @@ def _rope_position_ids(device):
     return pos.RopeNeoxPositionIdsFwdOp(max_position=16, rotary_dim=32), (x, torch.arange(8, device=device) * 2)
 
 
+def _rope_scaled(name, **params):
+    # TileOPs' scaled entries: x of layout '2d' (the positions are its seq axis); LongRoPE's factors.
+    def make(device):
+        import tileops.position as pos
+        dtype = torch.bfloat16 if device == "cuda" else torch.float32
+        x = torch.randn(2, 8, 4, 64, device=device, dtype=dtype)
+        extra = (torch.linspace(1.0, 4.0, 32, device=device),) if name == "RopeLongRopeFwdOp" else ()
+        return getattr(pos, name)(layout="2d", **params), (x,) + extra
+    return make
+
+
 CONTRACT = {
     "RopeNeoxPositionIdsFwdOp": _rope_position_ids,
     "RopeNeoxFwdOp": _rope("RopeNeoxFwdOp"),
     "RopeNonNeoxFwdOp": _rope("RopeNonNeoxFwdOp"),
     "RopeNeoxFlatFwdOp": _rope_flat("RopeNeoxFlatFwdOp"),
     "RopeNonNeoxFlatFwdOp": _rope_flat("RopeNonNeoxFlatFwdOp"),
+    "RopeLlama31FwdOp": _rope_scaled("RopeLlama31FwdOp", base=500000.0),
+    "RopeYarnFwdOp": _rope_scaled("RopeYarnFwdOp", scale=4.0, attn_factor=1.1386),
+    "RopeLongRopeFwdOp": _rope_scaled("RopeLongRopeFwdOp", max_position_embeddings=16384),
 }

@@ -1,0 +1,128 @@
+// RopeLlama31FwdOp, RopeYarnFwdOp and RopeLongRopeFwdOp on the reference target (TileOPs' entries):
+// each builds its frequencies f[half] in float32 from its params (TileOPs' formulas, step by step)
+// and an amplitude; one rotation serves all three: the token at index p of x's sequence axis (dim 0
+// for layout '1d', dim 1 for '2d') takes cos(p*f) and sin(p*f), float32 angles and cos/sin times the
+// amplitude, rounded to x's dtype (TileOPs' table), then Neox halves in float32, rounded once.
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/where.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "targets/builtin.h"
+#include "targets/reference/reference.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::reference {
+namespace {
+
+namespace llama31 = tileops::ops::position_rope_llama31_fwd;
+namespace yarn = tileops::ops::position_rope_yarn_fwd;
+namespace longrope = tileops::ops::position_rope_long_rope_fwd;
+constexpr double kTwoPi = 6.283185307179586;
+
+// What the rotation needs from an entry: its frequencies (float32 [half]) and the factor cos and
+// sin are multiplied by before they are rounded (1: none).
+struct Frequencies {
+  at::Tensor f;
+  double amplitude = 1.0;
+};
+
+// i / half for i < half, in float32 (the exponent of every entry's base).
+at::Tensor exponents(int64_t half, const at::TensorOptions& f32) {
+  return at::arange(half, f32) / static_cast<double>(half);
+}
+
+Frequencies frequencies(const llama31::View& v, int64_t half, const at::TensorOptions& f32) {
+  const at::Tensor f = at::pow(v.base(), exponents(half, f32)).reciprocal();
+  // The bands are decided in double from the float32 frequencies, as TileOPs reads each one back.
+  const double L = static_cast<double>(v.original_max_position());
+  const double lo = v.low_freq_factor(), hi = v.high_freq_factor(), scale = v.scale_factor();
+  const at::Tensor wavelen = kTwoPi / f.to(at::kDouble);
+  const at::Tensor smooth = (L / wavelen - lo) / (hi - lo);  // double; used in the middle band only
+  // ((1 - s) * f) / scale + s * f, each product and quotient in float32.
+  const at::Tensor blended = (1.0 - smooth).to(at::kFloat) * f / scale + smooth.to(at::kFloat) * f;
+  const at::Tensor scaled = at::where(wavelen > L / lo, f / scale, blended);
+  return {at::where(wavelen < L / hi, f, scaled), 1.0};
+}
+
+// The correction dim of r rotations over original_max_position (counted over half dims, as TileOPs).
+double yarn_correction_dim(double rotations, int64_t half, double base, int64_t original_max_position) {
+  return static_cast<double>(half) * std::log(static_cast<double>(original_max_position) / (rotations * kTwoPi)) /
+         (2.0 * std::log(base));
+}
+
+Frequencies frequencies(const yarn::View& v, int64_t half, const at::TensorOptions& f32) {
+  const at::Tensor e = exponents(half, f32);
+  const at::Tensor extrapolated = at::pow(v.base(), e).reciprocal();
+  const at::Tensor interpolated = at::pow(v.scale() * v.base(), e).reciprocal();  // the scale on the base
+  const double low = std::max(std::floor(yarn_correction_dim(v.beta_fast(), half, v.base(), v.original_max_position())), 0.0);
+  double high = std::min(std::ceil(yarn_correction_dim(v.beta_slow(), half, v.base(), v.original_max_position())),
+                         static_cast<double>(half - 1));
+  if (low == high) high += 1.0;
+  const at::Tensor ramp = at::clamp((at::arange(half, f32) - low) / (high - low), 0.0, 1.0);
+  const at::Tensor keep = 1.0 - ramp;  // 1: the extrapolated frequency (low dims), 0: interpolated
+  return {interpolated * (1.0 - keep) + extrapolated * keep, v.attn_factor()};
+}
+
+Frequencies frequencies(const longrope::View& v, int64_t half, const at::TensorOptions& f32) {
+  at::Tensor divisor = at::pow(v.base(), exponents(half, f32));
+  if (const at::Tensor* r = v.rescale_factors()) divisor = *r * divisor;  // float32 [half] (the manifest)
+  const double s = static_cast<double>(v.max_position_embeddings()) / v.original_max_position_embeddings();
+  const double amplitude =
+      s > 1.0 ? std::sqrt(1.0 + std::log(s) / std::log(static_cast<double>(v.original_max_position_embeddings()))) : 1.0;
+  return {divisor.reciprocal(), amplitude};
+}
+
+// x rotated into out; `layout` names x's rank (the manifest's rule admits 2 or 4 dims, and cannot
+// tie them to the str param yet: NOTES.md).
+void rotate(const OpCall& call, std::string_view layout, const at::Tensor& x, at::Tensor out, const Frequencies& fr) {
+  const int64_t want = layout == "1d" ? 2 : 4, seq_dim = layout == "1d" ? 0 : 1;
+  TORCH_CHECK_VALUE(x.dim() == want, call.op_name, ": layout '", layout, "' takes x as ",
+                    layout == "1d" ? "[seq_len, head_dim]" : "[batch, seq_len, num_heads, head_dim]", " (", want,
+                    " dims), got ", x.dim(), " dims ", x.sizes());
+  const int64_t half = x.size(-1) / 2, seq_len = x.size(seq_dim);
+  const auto f32 = x.options().dtype(at::kFloat);
+  const at::Tensor angles = at::arange(seq_len, f32).unsqueeze(1) * fr.f.unsqueeze(0);  // [seq_len, half], float32
+  // TileOPs' table: cos/sin in float32 times the amplitude, rounded to x's dtype (widened exactly).
+  at::Tensor cos = (angles.cos() * fr.amplitude).to(x.scalar_type()).to(at::kFloat);
+  at::Tensor sin = (angles.sin() * fr.amplitude).to(x.scalar_type()).to(at::kFloat);
+  if (want == 4) {  // [1, seq_len, 1, half]: shared by batches and heads
+    cos = cos.unsqueeze(0).unsqueeze(2);
+    sin = sin.unsqueeze(0).unsqueeze(2);
+  }
+  const at::Tensor x1 = x.narrow(-1, 0, half).to(at::kFloat), x2 = x.narrow(-1, half, half).to(at::kFloat);
+  out.narrow(-1, 0, half).copy_(x1 * cos - x2 * sin);
+  out.narrow(-1, half, half).copy_(x2 * cos + x1 * sin);
+}
+
+template <class V>
+class ScaledRopeReference final : public Kernel {
+ public:
+  void launch(const OpCall& call) const override {
+    const V v(call);
+    const at::Tensor& x = v.x();
+    const int64_t half = x.size(-1) / 2;
+    rotate(call, v.layout(), x, v.output(), frequencies(v, half, x.options().dtype(at::kFloat)));
+  }
+};
+
+KernelBuilder rope_llama31_builder() {
+  return stateless_builder<ScaledRopeReference<llama31::View>>("rope_llama31_fwd (ATen)");
+}
+KernelBuilder rope_yarn_builder() { return stateless_builder<ScaledRopeReference<yarn::View>>("rope_yarn_fwd (ATen)"); }
+KernelBuilder rope_long_rope_builder() {
+  return stateless_builder<ScaledRopeReference<longrope::View>>("rope_long_rope_fwd (ATen)");
+}
+TILEOPS_BUILTIN_KERNEL(reference, RopeLlama31FwdOp, rope_llama31_builder);
+TILEOPS_BUILTIN_KERNEL(reference, RopeYarnFwdOp, rope_yarn_builder);
+TILEOPS_BUILTIN_KERNEL(reference, RopeLongRopeFwdOp, rope_long_rope_builder);
+
+}  // namespace
+}  // namespace tileops::reference
