@@ -48,6 +48,54 @@ def _gla_seq(device):
     return la.GLAFwdOp(chunk_size=4), (q, k, v, g, torch.randn(b, h, dk, dv, device=device))
 
 
+def _gdn_train(device, layout):
+    import tileops.linear_attention as la
+    b, s, h, d = 4, 8, 4, 8  # DK == DV (the BTHD entry's rule)
+    shape = (b, s, h) if layout == "BTHD" else (b, h, s)
+    q, k, v = (torch.randn(*shape, d, device=device, dtype=torch.bfloat16) * 0.5 for _ in range(3))
+    g, beta = -torch.rand(*shape, device=device).bfloat16(), torch.rand(*shape, device=device).bfloat16()
+    cls = la.GatedDeltaNetBTHDFwdOp if layout == "BTHD" else la.GatedDeltaNetBHTDFwdOp
+    return cls(chunk_size=4), (q, k, v, g, beta)
+
+
+def _gdn_bwd(device):
+    import tileops.linear_attention as la
+    b, h, s, dk, dv = 4, 4, 8, 6, 8
+    q, k = (torch.randn(b, h, s, dk, device=device, dtype=torch.float16) * 0.5 for _ in range(2))
+    v, dout = (torch.randn(b, h, s, dv, device=device, dtype=torch.float16) for _ in range(2))
+    g, beta = -torch.rand(b, h, s, device=device).half(), torch.rand(b, h, s, device=device).half()
+    states = torch.randn(b, h, s // 4 + 1, dk, dv, device=device).half()
+    return la.GatedDeltaNetBwdOp(chunk_size=4), (dout, q, k, v, g, beta, states)
+
+
+def _dn_train(device):
+    import tileops.linear_attention as la
+    b, h, s, dk, dv = 4, 4, 8, 6, 8
+    q, k = (torch.randn(b, h, s, dk, device=device) * 0.5 for _ in range(2))
+    return la.DeltaNetFwdOp(chunk_size=4), (q, k, torch.randn(b, h, s, dv, device=device),
+                                            torch.rand(b, h, s, device=device))
+
+
+def _dn_bwd(device):
+    import tileops.linear_attention as la
+    b, h, s, dk, dv, c = 4, 4, 8, 6, 8, 4
+    r = lambda *shape: torch.randn(*shape, device=device, dtype=torch.bfloat16)  # noqa: E731
+    q, k, v, dout, beta = r(b, h, s, dk), r(b, h, s, dk), r(b, h, s, dv), r(b, h, s, dv), r(b, h, s).sigmoid()
+    states = torch.randn(b, h, s // c + 1, dk, dv, device=device)  # float32
+    aw, au, w, u = r(b, h, s, c), r(b, h, s, c), r(b, h, s, dk), r(b, h, s, dv)
+    return la.DeltaNetBwdOp(chunk_size=c), (dout, q, k, v, beta, states, aw, au, w, u)
+
+
+def _gla_bwd(device):
+    import tileops.linear_attention as la
+    b, s, h, dk, dv = 4, 8, 4, 6, 8
+    q, k = (torch.randn(b, s, h, dk, device=device, dtype=torch.float16) * 0.5 for _ in range(2))
+    v, dout = (torch.randn(b, s, h, dv, device=device).half() for _ in range(2))
+    g = -torch.rand(b, s, h, dk, device=device).half()
+    states, dht = torch.randn(b, s // 4 + 1, h, dk, dv, device=device), torch.randn(b, h, dk, dv, device=device)
+    return la.GLABwdOp(chunk_size=4, scale=0.3), (q, k, v, g, states, dout, dht)
+
+
 CONTRACT = {
     "GatedDeltaNetPrefillBTHDFwdOp": lambda device: _gdn_prefill(device, "BTHD"),
     "GatedDeltaNetPrefillBHTDFwdOp": lambda device: _gdn_prefill(device, "BHTD"),
@@ -55,4 +103,10 @@ CONTRACT = {
     "DeltaNetDecodeFwdOp": _delta,
     "GatedDeltaNetDecodeFwdOp": _gated,
     "GLADecodeFwdOp": _gla,
+    "GatedDeltaNetBHTDFwdOp": lambda device: _gdn_train(device, "BHTD"),
+    "GatedDeltaNetBTHDFwdOp": lambda device: _gdn_train(device, "BTHD"),
+    "GatedDeltaNetBwdOp": _gdn_bwd,
+    "DeltaNetFwdOp": _dn_train,
+    "DeltaNetBwdOp": _dn_bwd,
+    "GLABwdOp": _gla_bwd,
 }
