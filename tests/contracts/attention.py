@@ -99,7 +99,47 @@ def _gqa_window_varlen(device):
         torch.randn(14, 4, 16, device=device, dtype=torch.float16), cu_q, cu_k)
 
 
+def _gqa_prefill(device):
+    import tileops.attention as attention
+    cu_q = torch.tensor([0, 3, 3, 7, 12], dtype=torch.int32, device=device)
+    cu_kv = torch.tensor([0, 5, 6, 10, 14], dtype=torch.int32, device=device)
+    return attention.GroupedQueryAttentionPrefillFwdOp(max_seqlen_q=5, max_seqlen_kv=5, softcap=4.0,
+                                                       window_size_left=3), (
+        torch.randn(12, 8, 16, device=device, dtype=torch.bfloat16),
+        torch.randn(14, 4, 16, device=device, dtype=torch.bfloat16),
+        torch.randn(14, 4, 16, device=device, dtype=torch.bfloat16), cu_q, cu_kv)
+
+
+def _gqa_prefill_paged(device):
+    import tileops.attention as attention
+    page_size, pages, b = 3, 3, 4
+    pool_pages = b * pages + 1
+    table = torch.randperm(pool_pages)[: b * pages].view(b, pages).to(torch.int32)
+    k_pages = torch.randn(pool_pages * page_size, 4, 16, device=device, dtype=torch.float16)
+    v_pages = torch.randn(pool_pages * page_size, 4, 16, device=device, dtype=torch.float16)
+    cu_q = torch.tensor([0, 3, 3, 7, 12], dtype=torch.int32, device=device)
+    cached = torch.tensor([2, 9, 0, 4], dtype=torch.int32, device=device)  # + new: 5, 9, 4, 9 of 9 slots
+    return attention.GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp(
+        max_pages_per_req=pages, page_size=page_size, max_seqlen_q=5, fuse_rope=True, max_position=16), (
+        torch.randn(12, 8, 16, device=device, dtype=torch.float16),
+        torch.randn(12, 4, 16, device=device, dtype=torch.float16),
+        torch.randn(12, 4, 16, device=device, dtype=torch.float16), k_pages, v_pages, None, None, cu_q, cached,
+        table.to(device))
+
+
+def _dsa_decode(device):
+    import tileops.attention as attention
+    idx = torch.randint(-1, 10, (4, 6, 4, 5), dtype=torch.int32, device=device)
+    return attention.DeepSeekSparseAttentionDecodeWithKVCacheFwdOp(dim_tail=4, topk=5, stride_kv=1,
+                                                                   q_start_index_s=3), (
+        torch.randn(4, 6, 8, 12, device=device, dtype=torch.bfloat16),
+        torch.randn(4, 10, 4, 12, device=device, dtype=torch.bfloat16), idx)
+
+
 CONTRACT = {
+    "GroupedQueryAttentionPrefillFwdOp": _gqa_prefill,
+    "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp": _gqa_prefill_paged,
+    "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp": _dsa_decode,
     "GroupedQueryAttentionSlidingWindowVarlenFwdOp": _gqa_window_varlen,
     "MultiHeadAttentionFwdOp": _mha_fwd,
     "GroupedQueryAttentionFwdOp": _gqa_fwd,

@@ -18,11 +18,13 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
                      "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
-                     "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp",
-                     "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
+                     "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp", "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
                      "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "GroupedGemmFwdOp", "GemmW4A16FwdOp",
                      "RopeLlama31FwdOp", "RopeYarnFwdOp", "RopeLongRopeFwdOp",
-                     "GatedDeltaNetBHTDFwdOp", "GatedDeltaNetBTHDFwdOp", "GatedDeltaNetBwdOp", "DeltaNetFwdOp", "DeltaNetBwdOp", "GLABwdOp"}
+                     "GatedDeltaNetBHTDFwdOp", "GatedDeltaNetBTHDFwdOp", "GatedDeltaNetBwdOp", "DeltaNetFwdOp",
+                     "DeltaNetBwdOp", "GLABwdOp",
+                     "GroupedQueryAttentionPrefillFwdOp", "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp",
+                     "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp", "FP8LightningIndexerFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
