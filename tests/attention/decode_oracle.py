@@ -32,3 +32,17 @@ def gather_pages(pool, table_row, length, page_size):
 
 def default_scale(dim):
     return 1 / math.sqrt(dim)
+
+
+def bottom_right(nq, nk, causal, left=-1, right=-1):
+    """[nq, nk] bool: query i at key position i + nk - nq attends key j."""
+    pos = torch.arange(nq)[:, None] + nk - nq
+    j = torch.arange(nk)[None, :]
+    valid = torch.ones(nq, nk, dtype=torch.bool)
+    if causal:
+        valid &= j <= pos
+    if left >= 0:
+        valid &= j >= pos - left
+    if right >= 0:
+        valid &= j <= pos + right
+    return valid

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import default_scale, float64_decode, gather_pages
+from decode_oracle import bottom_right, default_scale, float64_decode, gather_pages
 
 tileops.load()
 ops = torch.ops.tileops
@@ -27,20 +27,6 @@ def cu(lens):
 
 def close(got, want):
     torch.testing.assert_close(got.double(), want, rtol=TOL[got.dtype], atol=TOL[got.dtype])
-
-
-def bottom_right(nq, nk, causal, left=-1, right=-1):
-    """[nq, nk] bool: query i at key position i + nk - nq attends key j."""
-    pos = torch.arange(nq)[:, None] + nk - nq
-    j = torch.arange(nk)[None, :]
-    valid = torch.ones(nq, nk, dtype=torch.bool)
-    if causal:
-        valid &= j <= pos
-    if left >= 0:
-        valid &= j >= pos - left
-    if right >= 0:
-        valid &= j <= pos + right
-    return valid
 
 
 # ---- GroupedQueryAttentionPrefillFwdOp ------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import default_scale, float64_decode
+from decode_oracle import bottom_right, default_scale, float64_decode
 
 tileops.load()
 ops = torch.ops.tileops
@@ -29,15 +29,7 @@ def test_sliding_window_varlen_matches_float64(causal, left, right, heads, kv_he
     for b, (nq, nk) in enumerate(zip(lens_q, lens_k)):
         if nq == 0:
             continue
-        pos = torch.arange(nq)[:, None] + nk - nq
-        j = torch.arange(nk)[None, :]
-        valid = torch.ones(nq, nk, dtype=torch.bool)
-        if causal:
-            valid &= j <= pos
-        if left >= 0:
-            valid &= j >= pos - left
-        if right >= 0:
-            valid &= j <= pos + right
+        valid = bottom_right(nq, nk, causal, left, right)
         sq, sk = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
         want = float64_decode(q[sq], k[sk], v[sk], default_scale(16), valid=valid)
         torch.testing.assert_close(o[sq].double(), want, rtol=2e-3, atol=2e-3)
