@@ -91,10 +91,10 @@ class GateConvBwdReference final : public Kernel {
     const at::Tensor gc_pad = at::constant_pad_nd(gc, {0, 0, 0, taps - 1});
     at::Tensor gu = at::zeros_like(u);
     for (int64_t p = 0; p < taps; ++p) {
-      v.dconv_w().select(0, p).copy_((gc * u_pad.narrow(1, p, len)).sum({0, 1}));
+      v.dconv_w().select(0, p).copy_((gc * u_pad.narrow(1, p, len)).sum(at::IntArrayRef{0, 1}));
       gu = gu + cw.select(0, p) * gc_pad.narrow(1, taps - 1 - p, len);
     }
-    v.drms_w_v().copy_((gu * vn).sum({0, 1}));
+    v.drms_w_v().copy_((gu * vn).sum(at::IntArrayRef{0, 1}));
     const at::Tensor gvhat = dy + rms_backward(vhat, rv, gu * wv);
     v.dv().copy_(col(alpha) * gvhat);
     // alpha = sigmoid(s), s = sum_d hn * kn / sqrt(d), hn = h * rh * wh, kn = k * rk * wh.
@@ -102,7 +102,7 @@ class GateConvBwdReference final : public Kernel {
     const at::Tensor gs = col(galpha * alpha * (1.0 - alpha) / std::sqrt(static_cast<double>(v.d())));
     const at::Tensor hh = h * col(rh), kh = k * col(rk);
     const at::Tensor g_hn = gs * kh * wh, g_kn = gs * hh * wh;
-    v.drms_w_h().copy_((g_hn * hh + g_kn * kh).sum({0, 1}));
+    v.drms_w_h().copy_((g_hn * hh + g_kn * kh).sum(at::IntArrayRef{0, 1}));
     v.dh().copy_(rms_backward(h, rh, g_hn * wh));
     v.dk().copy_(rms_backward(k, rk, g_kn * wh));
   }
