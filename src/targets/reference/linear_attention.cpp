@@ -118,6 +118,19 @@ at::Tensor wy_apply(const at::Tensor& a, const at::Tensor& x, const at::Tensor& 
   return at::matmul(a, xb.unflatten(2, {a.size(2), a.size(3)})).flatten(2, 3);
 }
 
+// The states entering each token of chunk c, replayed from the chunk's entering state h[:, :, c]
+// ([B, H, NC + 1, DK, DV]) with step(state, token): what a backward reverses token by token.
+template <typename Step>
+std::vector<at::Tensor> entering_states(const at::Tensor& h, int64_t c, int64_t chunk, Step step) {
+  std::vector<at::Tensor> entering(chunk);
+  at::Tensor s = h.select(2, c).to(at::kFloat);
+  for (int64_t i = 0; i < chunk; ++i) {
+    entering[i] = s;
+    s = step(s, c * chunk + i);
+  }
+  return entering;
+}
+
 // The gradients of sum(o * dout) through the (gated: g defined) delta rule over [B, H, S, D] views,
 // from the states entering each chunk (h [B, H, NC + 1, DK, DV]): per chunk from the last, its
 // tokens' states are recomputed from h[:, :, c], then each token's step is reversed from the last,
@@ -127,14 +140,10 @@ void delta_backward(const at::Tensor& dout, const at::Tensor& q, const at::Tenso
                     const at::Tensor& g, const at::Tensor& beta, const at::Tensor& h, int64_t chunk, at::Tensor dq,
                     at::Tensor dk, at::Tensor dv, at::Tensor dg, at::Tensor dbeta) {
   at::Tensor ds = at::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, q.options().dtype(at::kFloat));
-  std::vector<at::Tensor> entering(chunk);
   for (int64_t c = q.size(2) / chunk - 1; c >= 0; --c) {
-    at::Tensor s = h.select(2, c).to(at::kFloat);
-    for (int64_t i = 0; i < chunk; ++i) {
-      const int64_t t = c * chunk + i;
-      entering[i] = s;
-      s = delta_token(s, k.select(2, t), v.select(2, t), beta.select(2, t), g.defined() ? g.select(2, t) : at::Tensor());
-    }
+    const std::vector<at::Tensor> entering = entering_states(h, c, chunk, [&](const at::Tensor& s, int64_t t) {
+      return delta_token(s, k.select(2, t), v.select(2, t), beta.select(2, t), g.defined() ? g.select(2, t) : at::Tensor());
+    });
     for (int64_t i = chunk - 1; i >= 0; --i) {
       const int64_t t = c * chunk + i;
       const at::Tensor qt = q.select(2, t).to(at::kFloat), kt = k.select(2, t).to(at::kFloat);
@@ -173,14 +182,10 @@ void gla_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& h, const at::Tensor& dout, const at::Tensor& dht, double scale, int64_t chunk,
                   at::Tensor dq, at::Tensor dk, at::Tensor dv, at::Tensor dg) {
   at::Tensor ds = dht.to(at::kFloat);
-  std::vector<at::Tensor> entering(chunk);
   for (int64_t c = q.size(2) / chunk - 1; c >= 0; --c) {
-    at::Tensor s = h.select(2, c).to(at::kFloat);
-    for (int64_t i = 0; i < chunk; ++i) {
-      const int64_t t = c * chunk + i;
-      entering[i] = s;
-      s = gla_token(s, k.select(2, t), v.select(2, t), g.select(2, t));
-    }
+    const std::vector<at::Tensor> entering = entering_states(h, c, chunk, [&](const at::Tensor& s, int64_t t) {
+      return gla_token(s, k.select(2, t), v.select(2, t), g.select(2, t));
+    });
     for (int64_t i = chunk - 1; i >= 0; --i) {
       const int64_t t = c * chunk + i;
       const at::Tensor qt = q.select(2, t).to(at::kFloat), kt = k.select(2, t).to(at::kFloat);
