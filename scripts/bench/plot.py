@@ -1,6 +1,6 @@
 """Plot benchmark JSON (what scripts/bench/bench_*.py --json writes) as one PNG.
 
-    python3 scripts/bench/plot.py --out docs/perf.png docs/measurements/h200_bench_{norm,reduction,activation,position}_2*.json
+    python3 scripts/bench/plot.py --out docs/perf.png docs/measurements/h100_bench_{norm,reduction,activation,position}_2*.json
 
 For each op x workload x dtype: grouped bars of the achieved fraction of copy bandwidth,
 copy_us / time_us, for ours, torch eager and torch.compile, with a line at 1.0 (as fast as a device

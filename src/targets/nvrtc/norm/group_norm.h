@@ -56,9 +56,8 @@ struct GroupNormSpec {
   std::string describe() const;
 };
 
-// The thresholds of the group norm plans. running_vecs_per_thread is measured (docs/PERF.md, Known
-// misses, "with running stats"; `sweep.py --spatial`); vecs_per_thread and cta_threads were swept
-// there with nothing faster; the rest are from the bandwidth arithmetic (enough bytes in flight an
+// The thresholds of the group norm plans. running_vecs_per_thread is measured and vecs_per_thread and
+// cta_threads were swept with nothing faster (docs/PERF.md, "Spatial norms"); the rest are from the bandwidth arithmetic (enough bytes in flight an
 // SM, as the row norms' and the reductions').
 struct GroupNormTable {
   int vecs_per_thread = 4;    // a row's threads: about this many vectors each, up to 256 threads
