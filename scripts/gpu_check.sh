@@ -4,7 +4,7 @@
 # and copy the .deps folder it fills along with the tree.)
 # Builds against that machine's torch, runs the C++ and Python tests (GPU ones included) and the
 # benchmarks, and prints a short table last. Environment: SKIP_CTEST, SKIP_PYTEST, PYTEST_ARGS,
-# PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not), BUILD_TARGETS (ninja targets),
+# PYTEST_K (a -k expression; it may hold spaces, PYTEST_ARGS may not), PYTEST_TIME_LIMIT (seconds), BUILD_TARGETS (ninja targets),
 # SKIP_BENCH, BENCHES="norm reduction ...", BENCH_VARIANTS, SWEEP_ENV="key=1 key=2,other=3" (TILEOPS_TUNE
 # settings), PROFILE=1|"names"; TILEOPS_UNVERIFIED_GPU_TESTS=1 also runs the tests marked unverified_gpu
 # (written without a GPU; a GPU round runs them and drops the mark once they pass).
@@ -53,10 +53,13 @@ step "pytest (all, GPU included)"
 # stays uncaptured (--capture=sys) so that what a dying process prints reaches the log.
 TRACE=$(mktemp /tmp/segv_trace.XXXX.so)
 cc -shared -fPIC -O1 -o "$TRACE" scripts/debug/segv_trace.c -ldl 2>/dev/null || TRACE=""
-LD_PRELOAD=$TRACE $PY -m pytest -q -p no:cacheprovider --capture=sys ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
+# PYTEST_TIME_LIMIT=<seconds>: interrupt pytest then (SIGINT), so that it still prints its summary.
+export TILEOPS_FAILURES_LOG="$OUT/pytest_failures.txt"  # each failure's id as it happens
+LD_PRELOAD=$TRACE ${PYTEST_TIME_LIMIT:+timeout -s INT -k 30 $PYTEST_TIME_LIMIT} $PY -m pytest -q -p no:cacheprovider --capture=sys ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-tests --timeout=150 -rf \
   --ignore tests/packaging} \
   >"$OUT/pytest.log" 2>&1 || status=1
 grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -15
+[ -s "$OUT/pytest_failures.txt" ] && { echo "failed:"; head -40 "$OUT/pytest_failures.txt"; }
 if grep -q "^SEGV at" "$OUT/pytest.log"; then $PY scripts/debug/resolve_trace.py <"$OUT/pytest.log" | head -40; fi
 fi
 

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import torch  # noqa: E402
 
 import tileops  # noqa: E402
+from support.failures_log import pytest_runtest_logreport  # noqa: E402,F401  (a hook)
 
 tileops.load()
 
