@@ -29,7 +29,7 @@ bool all_empty(const std::array<at::Tensor, N>& outs) {
   return true;
 }
 
-// The most bytes one output or one contiguous copy of an input may take (docs/DESIGN.md, "Limits"):
+// The most bytes one output or one contiguous copy of an input may take (docs/DESIGN.md, "Refusals before any work"):
 // far above every workload in the manifests, and low enough that a mistyped size is refused at once
 // instead of taking a quarter of an H200 or the host's memory. Larger work: split the call.
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 35;  // 32 GiB

@@ -17,7 +17,7 @@
 namespace {
 
 TEST(Philox, Random123KnownAnswers) {
-  // Random123 tests/kat_vectors, "philox4x32 10": counter[4] key[2] -> result[4].
+  // Random123's known-answer vectors (its kat_vectors file), "philox4x32 10": counter[4] key[2] -> result[4].
   struct Kat { unsigned c[4], k[2], want[4]; };
   const Kat kats[] = {
       {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},

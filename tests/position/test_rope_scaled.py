@@ -123,7 +123,7 @@ def test_longrope_is_hf_longrope_with_the_factors_hf_picks(seq_len):
 
 
 def test_yarn_follows_tileops_not_hf():
-    # TileOPs' YaRN is not HF's (NOTES.md): the dims below TileOPs' low correction dim agree (both keep
+    # TileOPs' YaRN is not HF's: the dims below TileOPs' low correction dim agree (both keep
     # base^(-2i/d)); past it TileOPs puts the scale on the base and ramps over half-dim correction dims.
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS

@@ -2,7 +2,7 @@
 // reduction of x[m, :, i], in float32, written once in y's type (torch's reductions with dtype=None,
 // or with dtype= when C differs from T: each element is first rounded to C).
 //
-// Kernels (the host side, src/targets/nvrtc/reduction/reduce_plan.cpp, picks one and its template
+// Kernels (the host side, src/targets/nvrtc/reduction/reduce.cpp, picks one and its template
 // arguments; it requires N % VEC == 0 and VEC-aligned pointers for rows, I % VEC == 0 for columns):
 //  - reduce_rows (I == 1): TPR threads a row, ROWS rows a CTA; thread t reads vectors t, t + TPR, ...
 //    SPLIT: the `splits` CTAs of a row each reduce a chunk into a partial state in `ws`.

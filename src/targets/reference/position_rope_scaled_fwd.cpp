@@ -81,7 +81,7 @@ Frequencies frequencies(const longrope::View& v, int64_t half, const at::TensorO
 }
 
 // x rotated into out; `layout` names x's rank (the manifest's rule admits 2 or 4 dims, and cannot
-// tie them to the str param yet: NOTES.md).
+// tie them to the str param).
 void rotate(const OpCall& call, std::string_view layout, const at::Tensor& x, at::Tensor out, const Frequencies& fr) {
   const int64_t want = layout == "1d" ? 2 : 4, seq_dim = layout == "1d" ? 0 : 1;
   TORCH_CHECK_VALUE(x.dim() == want, call.op_name, ": layout '", layout, "' takes x as ",

@@ -62,7 +62,7 @@ struct ActivationProblem {
 constexpr int kActivationThreads = 256;
 constexpr int kActivationUnroll = 4;
 // One trip of kActivationUnroll accesses a thread, as many CTAs as that takes (no grid cap): the
-// capped, striding grid ran slower (docs/PERF.md, "Activations"). Tuning: act_ctas_per_sm.
+// capped, striding grid ran slower (docs/PERF.md, "Elementwise activations"). Tuning: act_ctas_per_sm.
 // When that grid would leave SMs idle (a decode row), CTAs of kActivationSmallThreads instead, one
 // access a thread, on up to `sms` of them: the loads spread over more SMs rather than queue four
 // deep on a few.
