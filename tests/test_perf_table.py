@@ -169,3 +169,11 @@ def test_harness_compiled_keeps_compiling_past_dynamos_recompile_limit():
 
     assert twelve_rows(torch.compile) < 12  # plain torch.compile falls back to eager past the limit
     assert twelve_rows(harness.compiled) == 12
+
+
+def test_a_workload_labelled_with_its_op_shows_the_workload_alone(tmp_path):
+    # bench_norm.py prints several ops in one table, so its rows say "<op> <workload>"
+    a = run(tmp_path, "a.json", [row("RMSNormFwdOp llama-decode", op="RMSNormFwdOp"),
+                                 row("RMSNormFwdOpX other", op="RMSNormFwdOp")])
+    rows = table_rows(perf_table.render(perf_table.load_runs([a]), OPS, root=str(tmp_path)))
+    assert [r[1] for r in rows] == ["llama-decode", "RMSNormFwdOpX other"]

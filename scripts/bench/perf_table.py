@@ -78,7 +78,9 @@ def load_runs(paths: list[str]) -> list[dict]:
                 for key in ("workload", "shape", "dtype"):
                     if not isinstance(row.get(key), str):
                         raise TableError(f"{where}: missing '{key}'")
-                rows.append({"op": name, "workload": row["workload"], "shape": row["shape"], "dtype": row["dtype"],
+                # a printed table of several ops labels its rows "<op> <workload>"; the op has its column
+                workload = row["workload"].removeprefix(name + " ")
+                rows.append({"op": name, "workload": workload, "shape": row["shape"], "dtype": row["dtype"],
                              **{k: _number(row, k, where) for k in TIMES},
                              **{k: _number(row, k, where) for k in TORCH if row.get(k) is not None},
                              **{k: _number(row, k, where) for k, _ in PEERS if row.get(k) is not None},
