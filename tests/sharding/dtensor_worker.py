@@ -61,9 +61,15 @@ def _check(op, inputs, dinputs):
     for w, g in pairs:
         g = _full(g)
         rtol = ROUNDING.get(w.dtype, 1e-4)
-        if w.shape != g.shape or not torch.allclose(w.float(), g.float(), rtol=rtol, atol=1e-5, equal_nan=True):
-            return False, f"mismatch: want {tuple(w.shape)} got {tuple(g.shape)}", collectives
+        if w.shape != g.shape or w.dtype != g.dtype or not torch.allclose(
+                _widened(w), _widened(g), rtol=rtol, atol=1e-5, equal_nan=True):
+            return False, f"mismatch: want {w.dtype}{tuple(w.shape)} got {g.dtype}{tuple(g.shape)}", collectives
     return True, "", collectives
+
+
+def _widened(t):
+    """A common dtype to compare in; complex stays complex (a real cast drops the imaginary part)."""
+    return t.to(torch.complex128) if t.is_complex() else t.double()
 
 
 def run(rank, world, out_path, only):
