@@ -75,14 +75,8 @@ def build_record(path: str | None = None) -> dict[str, str]:
 
 
 def _running_torch() -> dict[str, str]:
-    run = {"torch": torch.__version__, "cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
-           "cuda": (torch.version.cuda or "none").split(".")[0]}
-    # TILEOPS_TEST_RUNNING_TORCH="<version>[;cuda=<major>][;cxx11_abi=<0|1>]" stands in for it (tests).
-    fake = os.environ.get("TILEOPS_TEST_RUNNING_TORCH")
-    if fake:
-        version, *fields = fake.split(";")
-        run.update(torch=version, **dict(f.split("=", 1) for f in fields))
-    return run
+    return {"torch": torch.__version__, "cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
+            "cuda": (torch.version.cuda or "none").split(".")[0]}
 
 
 def check_torch_abi(path: str | None = None) -> None:

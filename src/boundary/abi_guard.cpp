@@ -6,7 +6,8 @@
 // A static initializer cannot make dlopen fail, so on a mismatch it prints one message at load and
 // every op call raises it. tileops.load() (Python) reads the same record from the file *before*
 // dlopen and raises there, which also covers a torch whose symbols would not even resolve.
-// TILEOPS_TEST_RUNNING_TORCH="<version>[;cuda=<major>]" stands in for the running torch (tests).
+// Both read the one record below, from the loaded bytes here (so a copy of the file with its record
+// edited is a library built against another torch: how the tests make one).
 #include "boundary/abi_guard.h"
 
 #include <caffe2/core/common.h>
@@ -17,7 +18,8 @@
 #include <string>
 
 // Found by tileops/__init__.py in the file's bytes before loading it: keep the prefix and layout.
-extern "C" __attribute__((visibility("default"), used)) const char tileops_build_record[] =
+// Not const: the compiler must read what was loaded, not fold the literal into the checks below.
+extern "C" __attribute__((visibility("default"), used)) char tileops_build_record[] =
     "tileops-build-record:torch=" TILEOPS_BUILT_TORCH_VERSION ";cxx11_abi=" TILEOPS_BUILT_CXX11_ABI
     ";cuda=" TILEOPS_BUILT_CUDA_MAJOR ";";
 
@@ -31,12 +33,14 @@ struct TorchId {
 
 std::string base_version(const std::string& v) { return v.substr(0, v.find('+')); }
 
-// "key=value" from the test hook's "...;key=value;" items, or "".
-std::string hook_field(const std::string& hook, const std::string& key) {
-  const auto at = hook.find(";" + key + "=");
+// The value of `key` in the build record ("tileops-build-record:k=v;k=v;"), or "".
+std::string record_field(const std::string& key) {
+  const std::string record(tileops_build_record);
+  const std::string fields = ";" + record.substr(record.find(':') + 1);
+  const auto at = fields.find(";" + key + "=");
   if (at == std::string::npos) return "";
   const auto from = at + key.size() + 2;
-  return hook.substr(from, hook.find(';', from) - from);
+  return fields.substr(from, fields.find(';', from) - from);
 }
 
 std::string build_option(const char* key) {
@@ -46,22 +50,17 @@ std::string build_option(const char* key) {
 }
 
 TorchId running_torch() {
-  if (const char* fake = std::getenv("TILEOPS_TEST_RUNNING_TORCH")) {
-    const std::string s = std::string(fake) + ";";
-    const std::string cuda = hook_field(s, "cuda");
-    return {base_version(s.substr(0, s.find(';'))), cuda.empty() ? TILEOPS_BUILT_CUDA_MAJOR : cuda};
-  }
   const std::string cuda = build_option("CUDA_VERSION");
   return {build_option("TORCH_VERSION"), cuda.empty() ? "none" : cuda.substr(0, cuda.find('.'))};
 }
 
 std::string mismatch_message() {
   const TorchId run = running_torch();
-  const std::string built = base_version(TILEOPS_BUILT_TORCH_VERSION);
-  if (run.version == built && run.cuda_major == TILEOPS_BUILT_CUDA_MAJOR) return "";
-  return "libtileops was built against torch " TILEOPS_BUILT_TORCH_VERSION " (CUDA " TILEOPS_BUILT_CUDA_MAJOR
-         ") but the running torch is " + run.version + " (CUDA " + run.cuda_major +
-         "); rebuild libtileops against the running torch or install the matching one";
+  const std::string torch = record_field("torch"), cuda = record_field("cuda");
+  if (base_version(run.version) == base_version(torch) && run.cuda_major == cuda) return "";
+  return "libtileops was built against torch " + torch + " (CUDA " + cuda + ") but the running torch is " +
+         run.version + " (CUDA " + run.cuda_major + "); rebuild libtileops against the running torch or "
+         "install the matching one";
 }
 
 const std::string& mismatch() {
