@@ -1,5 +1,6 @@
 // The in-tree targets. Their kernels come from TILEOPS_BUILTIN_KERNEL lines in the per-op files.
 #include "targets/builtin.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/registry.h"
 
 #include <c10/util/Exception.h>
@@ -29,6 +30,7 @@ void register_builtin_targets() {
     TargetRegistration& r = t == "nvrtc" ? nvrtc : t == "cublaslt" ? cublaslt : reference;
     r.kernel(k.op, k.make(), k.status);
   }
+  on_clear_kernel_caches(&nvrtc::clear_cubin_cache);
   nvrtc.commit();
   cublaslt.commit();
   reference.commit();

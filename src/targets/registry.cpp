@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <memory>
@@ -305,8 +306,14 @@ RuntimeStats runtime_stats() {
 
 void reset_runtime_stats() { counters::reset(); }
 
-namespace nvrtc {
-void clear_cubin_cache();  // src/targets/nvrtc/nvrtc_target.cpp
+namespace {
+std::mutex g_clearers_mu;
+std::vector<void (*)()> g_clearers;  // on_clear_kernel_caches
+}  // namespace
+
+void registry::on_clear_kernel_caches(void (*clear)()) {
+  std::lock_guard<std::mutex> lock(g_clearers_mu);
+  if (std::find(g_clearers.begin(), g_clearers.end(), clear) == g_clearers.end()) g_clearers.push_back(clear);
 }
 
 void clear_kernel_caches() {
@@ -322,7 +329,8 @@ void clear_kernel_caches() {
       for (auto& [k, v] : ok->kernels) g_dropped.push_back(v);
       ok->kernels.clear();
     }
-  nvrtc::clear_cubin_cache();
+  std::lock_guard<std::mutex> lock(g_clearers_mu);
+  for (auto* clear : g_clearers) clear();
 }
 
 }  // namespace tileops

@@ -74,4 +74,8 @@ std::string names_of(const Snapshot& s);
 // In-tree targets (src/targets/builtin_targets.cpp).
 void register_builtin_targets();
 
+// A cache a target keeps beside its kernels (the nvrtc target's CUBINs), emptied with them by
+// clear_kernel_caches().
+void on_clear_kernel_caches(void (*clear)());
+
 }  // namespace tileops::registry

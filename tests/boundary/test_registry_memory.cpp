@@ -126,6 +126,18 @@ TEST(RegistryMemory, DroppedKernelIsFreedWhenNoLaunchHoldsIt) {
   EXPECT_EQ(tileops::registry::live_dropped_kernels(), 0);
 }
 
+int g_side_cache_clears = 0;
+void clear_side_cache() { ++g_side_cache_clears; }
+
+TEST(RegistryMemory, ClearingKernelCachesEmptiesEachRegisteredSideCacheOnce) {
+  // The nvrtc target's CUBIN cache is one such cache; registering one twice keeps one entry.
+  tileops::registry::on_clear_kernel_caches(&clear_side_cache);
+  tileops::registry::on_clear_kernel_caches(&clear_side_cache);
+  const int before = g_side_cache_clears;
+  tileops::clear_kernel_caches();
+  EXPECT_EQ(g_side_cache_clears, before + 1);
+}
+
 TEST(RegistryMemory, KernelDroppedDuringItsLaunchLivesUntilTheLaunchReturns) {
   Gate entered, release;
   ScopedTarget t("gated_target", &entered, &release);

@@ -18,8 +18,8 @@
 #include "jit/disk_cache.h"
 #include "jit/kernel_record.h"
 #include "targets/nvrtc/kernel_sources.h"
-#include "targets/nvrtc/spec_builder.h"
 #include "targets/torch_wheel.h"
+#include "tileops/op_call.h"
 
 namespace tileops::nvrtc {
 namespace {

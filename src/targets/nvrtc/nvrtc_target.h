@@ -16,7 +16,16 @@
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/tuning.h"
 
+namespace tileops {
+struct OpCall;
+}
+
 namespace tileops::nvrtc {
+
+// The nvrtc target serves CUDA tensors only (one check for every op).
+void require_cuda(const OpCall& call);
+// Empties the in-memory CUBIN cache (clear_kernel_caches(); the disk cache stays).
+void clear_cubin_cache();
 
 // A present device: its facts, and what launches need.
 struct DeviceInfo : DeviceFacts {

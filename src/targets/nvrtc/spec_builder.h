@@ -36,9 +36,6 @@
 
 namespace tileops::nvrtc {
 
-// The nvrtc target serves CUDA tensors only (one check for every op).
-void require_cuda(const OpCall& call);
-
 // Specs interned per builder: a spec's id is its index, planned once per (device, problem).
 template <class Family>
 class SpecTable {
