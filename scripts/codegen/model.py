@@ -54,7 +54,7 @@ ENTRY_KEYS = {"family", "ref_api", "status", "doc", "signature", "workloads", "r
 SHARDING_KINDS = ("free", "except", "reduce", "matmul", "replicate")
 SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine", "matmul"}
 SHARDING_COMBINES = ("sum", "max", "min")  # DTensor Partial reduce ops a reduction's shards combine by
-AUTOGRAD_KEYS = {"backward", "no_grad"}
+AUTOGRAD_KEYS = {"backward", "no_grad", "grad_names"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
 INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
 OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
@@ -177,6 +177,8 @@ class Op:
     autograd_line: int = 0
     # forward outputs named by `autograd: {no_grad: [...]}`: saved statistics, not differentiable
     autograd_no_grad: tuple = ()
+    # `autograd: {grad_names: {<output>: <backward input>}}`: gradients not named d<output>, as (output, name)
+    autograd_grad_names: tuple = ()
     # (kind, {key: value}) of `sharding:`; ("pointwise", {}) for an elementwise entry without one;
     # ("replicate", {}) where absent
     sharding: tuple = ("replicate", ())
@@ -718,7 +720,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     if not inputs and any(o.buffer or o.optional for o in outputs):
         ctx.fail(sig.line, "an op without tensor inputs has no out buffer or optional outputs")
 
-    autograd, autograd_line, no_grad = None, 0, ()
+    autograd, autograd_line, no_grad, grad_names = None, 0, (), ()
     if "autograd" in entry:
         raw = entry["autograd"]
         ctx.keys(raw, AUTOGRAD_KEYS, "autograd", required=("backward",))
@@ -732,6 +734,15 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                 ctx.fail(raw.line_of("no_grad"), f"autograd.no_grad lists forward outputs ({', '.join(names)}) "
                                                  "that are saved statistics, not differentiable")
             no_grad = tuple(no_grad)
+        if "grad_names" in raw:
+            renamed = raw["grad_names"]
+            names = [o.name for o in outputs if o.name not in no_grad]
+            if (not isinstance(renamed, dict) or not renamed or any(k not in names for k in renamed)
+                    or any(not isinstance(v, str) for v in renamed.values())):
+                ctx.fail(raw.line_of("grad_names"), f"autograd.grad_names maps differentiable forward outputs "
+                                                    f"({', '.join(names)}) to the backward inputs that take their "
+                                                    "gradients, where these are not named d<output>")
+            grad_names = tuple((str(k), str(v)) for k, v in renamed.items())
 
     elementwise, select, select_cases = None, None, ()
     if "elementwise" in entry:
@@ -755,6 +766,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
     return Op(cls, family, ref_api, status, str(entry.get("doc") or "").strip(), tuple(inputs), tuple(outputs),
               tuple(params), tuple(rules), tuple(combos), workloads, roofline, tuple(composition), raw_path,
               getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, autograd_no_grad=no_grad,
+              autograd_grad_names=grad_names,
               elementwise=elementwise,
               select=select, select_cases=select_cases, sharding=sharding)
 
@@ -1101,7 +1113,7 @@ def _with_id(op: Op, op_id: int) -> Op:
 # ---------------------------------------------------------------------------------------------------
 # Autograd pairing (`autograd: {backward: <BwdOp>}`): the naming convention that lines a backward op
 # up with its forward, checked here so the generated glue never has to guess.
-#   backward input  d<out>  <- the gradient of forward output <out>
+#   backward input  d<out>  <- the gradient of forward output <out> (or the name grad_names gives it)
 #   backward input  <name>  <- forward input (or output) <name>, saved by the forward
 #   backward param  <name>  <- forward param <name>
 #   backward output d<in>   -> the gradient of forward input <in>
@@ -1164,9 +1176,20 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
 
     fwd_in = {i.name for i in fwd.inputs}
     fwd_out = {o.name for o in fwd.outputs}
+    renamed = dict(fwd.autograd_grad_names)  # output -> the backward input named for its gradient
+    grad_name = {o: renamed.get(o, "d" + o) for o in fwd_out}
+    taken = [g for g in grad_name.values() if list(grad_name.values()).count(g) > 1]
+    if taken:
+        fail(f"two forward outputs' gradients would both be named '{taken[0]}'; grad_names must tell them apart")
+    bwd_in = {b.name for b in bwd.inputs}
+    for o, b in renamed.items():
+        if b not in bwd_in:
+            fail(f"grad_names gives the gradient of '{o}' to backward input '{b}', which {bwd.cls} does not have")
+        if b in fwd_in | fwd_out:
+            fail(f"grad_names gives the gradient of '{o}' to '{b}', a forward tensor's name")
     sources, source_of = [], {}  # source_of: backward tensor -> forward tensor (for dtype/shape checks)
     for b in bwd.inputs:
-        grad_of = b.name[1:] if b.name.startswith("d") and b.name[1:] in fwd_out else None
+        grad_of = next((o for o, g in grad_name.items() if g == b.name), None)
         if grad_of and b.name in fwd_in | fwd_out:
             fail(f"backward input '{b.name}' is ambiguous: both d<{grad_of}> and a forward tensor of that name")
         if grad_of in fwd.autograd_no_grad:
@@ -1198,7 +1221,7 @@ def resolve_pairing(fwd: Op, by_cls: dict) -> Pairing:
         return _pairing_dtype_root(op, name, fail)[1] <= set(FLOAT_DTYPES)
     for o in fwd.outputs:
         if is_float(fwd, o.name) and ("grad", o.name) not in sources and o.name not in fwd.autograd_no_grad:
-            fail(f"forward output '{o.name}' gets no gradient: backward {bwd.cls} has no input 'd{o.name}'")
+            fail(f"forward output '{o.name}' gets no gradient: backward {bwd.cls} has no input '{grad_name[o.name]}'")
     for i in fwd.inputs:
         if is_float(fwd, i.name) and i.name not in grads:
             fail(f"forward input '{i.name}' gets no gradient: backward {bwd.cls} has no output 'd{i.name}'")

@@ -70,6 +70,39 @@ def test_good_pairing_resolves_the_naming_convention():
     assert ops_of(PAIR)["NrmBwdOp"].pairing is None
 
 
+# The gradient of y taken by a backward input not named dy: `grad_names`.
+RENAMED = PAIR.replace("autograd: {backward: NrmBwdOp}", "autograd: {backward: NrmBwdOp, grad_names: {y: gy}}") \
+    .replace("      dy: {dtype: float16 | float32", "      gy: {dtype: float16 | float32").replace("same_as(dy)", "same_as(gy)")
+
+
+def test_grad_names_gives_an_output_gradient_another_name():
+    p = ops_of(RENAMED)["NrmFwdOp"].pairing
+    assert p.sources == (("grad", "y"), ("input", "x"), ("input", "weight"))
+    assert "gy" in "".join(emit_cpp.emit_pairing(ops_of(RENAMED)["NrmFwdOp"]))
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("grad_names: {y: gy}", "grad_names: {z: gy}",
+     "autograd.grad_names maps differentiable forward outputs (y) to the backward inputs that take their gradients"),
+    ("grad_names: {y: gy}", "grad_names: {y: gz}",
+     "grad_names gives the gradient of 'y' to backward input 'gz', which NrmBwdOp does not have"),
+    ("grad_names: {y: gy}", "grad_names: {y: x}", "grad_names gives the gradient of 'y' to 'x', a forward tensor's name"),
+    ("grad_names: {y: gy}", "grad_names: []", "autograd.grad_names maps differentiable forward outputs"),
+    ("grad_names: {y: gy}", "no_grad: [y], grad_names: {y: gy}", "autograd.grad_names maps differentiable forward outputs ()"),
+])
+def test_each_grad_names_rule_fires(old, new, message):
+    assert message in error_of(RENAMED.replace(old, new, 1))
+
+
+def test_two_outputs_cannot_share_a_gradient_name():
+    # z's gradient is dz by the convention; naming y's dz too would feed one input both
+    text = RENAMED.replace("      y: {dtype: same_as(x), shape: same_as(x)}\n",
+                           "      y: {dtype: same_as(x), shape: same_as(x)}\n      z: {dtype: same_as(x), shape: same_as(x)}\n", 1)
+    text = text.replace("      x: {dtype: same_as(gy), shape: same_as(gy)}\n",
+                        "      x: {dtype: same_as(gy), shape: same_as(gy)}\n      dz: {dtype: same_as(gy), shape: same_as(gy)}\n", 1)
+    assert "two forward outputs' gradients would both be named 'dz'" in error_of(text.replace("{y: gy}", "{y: dz}"))
+
+
 def edit(old, new, text=PAIR):
     assert old in text, old
     return text.replace(old, new, 1)

@@ -221,6 +221,27 @@ def test_delta_net_bwd_is_autograd_of_the_recurrence(dtype):
         close(grad, want[n], GRAD_TOL[dtype])
 
 
+@pytest.mark.parametrize("gated", [True, False])
+def test_autograd_pairing_backpropagates_through_the_forward(gated):
+    """With the pairing on, o's gradient reaches q, k, v (g) and beta through the backward op (o's
+    gradient is the backward's `dout`); the saved states and WY tensors are not differentiable."""
+    x = sequence(s=12, seed=14, gated=gated)
+    names = ["q", "k", "v", "g", "beta"] if gated else ["q", "k", "v", "beta"]
+    leaves = {n: x[n].clone().requires_grad_(True) for n in names}
+    dout = torch.randn(2, 3, 12, 4, generator=torch.Generator().manual_seed(15))
+    prev = tileops.enable_autograd(True)
+    try:
+        fwd = GatedDeltaNetBHTDFwdOp(chunk_size=4) if gated else DeltaNetFwdOp(chunk_size=4)
+        o, *saved = fwd(*[leaves[n] for n in names])
+    finally:
+        tileops.enable_autograd(prev)
+    assert o.requires_grad and not any(t.requires_grad for t in saved)
+    (o * dout).sum().backward()
+    want = autograd64(lambda t: [delta_rule64(t["q"], t["k"], t["v"], t["beta"], t.get("g"))[0]], x, names, [dout])
+    for n in names:
+        close(leaves[n].grad, want[n], GRAD_TOL[torch.float32])
+
+
 def test_backward_reads_the_chunk_states_it_is_given():
     """h[:, :, c] is the state entering chunk c: a backward given the states of the same tokens run from
     another start has that start's gradients (here: the recurrence from state0, with states from it)."""
