@@ -5,14 +5,24 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
+#include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
+
+#include <c10/util/SmallVector.h>
 
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/elementwise/elementwise.h"
+#include "targets/nvrtc/norm/group_norm.h"
 #include "targets/nvrtc/norm/norm_bwd_launch.h"
 #include "targets/nvrtc/norm/row_norm_launch.h"
+#include "targets/nvrtc/pool/pool.h"
 #include "targets/nvrtc/reduction/softmax_launch.h"
 #include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
@@ -207,6 +217,134 @@ TEST(SpecTable, EqualSpecsShareAnIdDevicesPlanSeparately) {
   EXPECT_NE(other, id);
   EXPECT_EQ(table.spec(other).arch, "sm_80");
   EXPECT_EQ(table.spec(id).describe(), "rms_norm_fwd(dtype=bf16, n=4096, weight=yes, vec=8, impl=register-resident)");
+}
+
+// A spec's identity is its TILEOPS_IDENTITY list: a copy is equal with an equal hash, and a copy
+// differing in any one field is unequal and hashes apart (changes: one a field, in list order).
+template <class S>
+void expect_identity(const S& base, std::initializer_list<std::function<void(S&)>> changes) {
+  const S same = base;
+  EXPECT_TRUE(same == base);
+  EXPECT_EQ(same.hash(), base.hash());
+  EXPECT_EQ(changes.size(), std::tuple_size_v<decltype(base.identity())>);  // every field is covered
+  int field = 0;
+  for (const auto& change : changes) {
+    S other = base;
+    change(other);
+    EXPECT_FALSE(other == base) << "field " << field;
+    EXPECT_TRUE(other != base) << "field " << field;
+    EXPECT_NE(other.hash(), base.hash()) << "field " << field;
+    ++field;
+  }
+}
+
+TEST(SpecIdentity, HashIdentityFoldsStringsArraysAndVectors) {
+  const std::string sm90 = "sm_90", sm80 = "sm_80", sm90b = "sm_90";
+  EXPECT_EQ(hash_identity(std::tie(sm90)), hash_identity(std::tie(sm90b)));
+  EXPECT_NE(hash_identity(std::tie(sm90)), hash_identity(std::tie(sm80)));
+  std::array<int, 12> w{3, 3, 1, 1, 2, 2, 0, 0, 1, 1, 1, 1}, w2 = w;
+  EXPECT_EQ(hash_identity(std::tie(w)), hash_identity(std::tie(w2)));
+  for (size_t k = 0; k < w.size(); ++k) {
+    w2 = w;
+    ++w2[k];
+    EXPECT_NE(hash_identity(std::tie(w)), hash_identity(std::tie(w2))) << "element " << k;
+  }
+  std::array<bool, 4> b{}, b1{};
+  b1[3] = true;
+  EXPECT_NE(hash_identity(std::tie(b)), hash_identity(std::tie(b1)));
+  // Lengths count: an empty vector is not one zero; a vector and a small vector of the same values agree.
+  const std::vector<int64_t> empty, zero{0}, v{4, 8};
+  EXPECT_NE(hash_identity(std::tie(empty)), hash_identity(std::tie(zero)));
+  c10::SmallVector<int64_t, 8> sv{4, 8};
+  EXPECT_EQ(hash_identity(std::tie(v)), hash_identity(std::tie(sv)));
+  sv.push_back(1);
+  EXPECT_NE(hash_identity(std::tie(v)), hash_identity(std::tie(sv)));
+  // Order counts, and enums and bools are words like ints.
+  const int one = 1, two = 2;
+  EXPECT_NE(hash_identity(std::tie(one, two)), hash_identity(std::tie(two, one)));
+  const c10::ScalarType bf16 = c10::kBFloat16, half = c10::kHalf;
+  EXPECT_NE(hash_identity(std::tie(bf16, sm90)), hash_identity(std::tie(half, sm90)));
+  // Ties are references: a spec's identity copies no string.
+  using Id = decltype(RowNormSpec{}.identity());
+  static_assert(std::is_same_v<std::tuple_element_t<std::tuple_size_v<Id> - 1, Id>, const std::string&>);
+}
+
+TEST(SpecIdentity, EveryFieldCountsInEqualityAndHash) {
+  RowNormSpec rn{};
+  rn.op = RowNormOp::kRmsNorm;
+  rn.impl = RowNormImpl::kRegisterResident;
+  rn.dtype = c10::kBFloat16;
+  rn.n = 4096;
+  rn.vec = 8;
+  rn.tpr = 128;
+  rn.rows = 1;
+  rn.cluster = 1;
+  rn.weight = true;
+  rn.quant = RowNormQuant::kNone;
+  rn.qdtype = c10::kChar;
+  rn.arch = "sm_90";
+  expect_identity<RowNormSpec>(
+      rn, {[](auto& s) { s.op = RowNormOp::kLayerNorm; }, [](auto& s) { s.impl = RowNormImpl::kStaged; },
+           [](auto& s) { s.dtype = c10::kHalf; }, [](auto& s) { s.n = 8192; }, [](auto& s) { s.vec = 4; },
+           [](auto& s) { s.tpr = 64; }, [](auto& s) { s.rows = 2; }, [](auto& s) { s.cluster = 2; },
+           [](auto& s) { s.weight = false; }, [](auto& s) { s.bias = true; }, [](auto& s) { s.cache = true; },
+           [](auto& s) { s.staged = true; }, [](auto& s) { s.one_pass = true; },
+           [](auto& s) { s.float_weight = true; }, [](auto& s) { s.gemma = true; },
+           [](auto& s) { s.quant = RowNormQuant::kDynamic; }, [](auto& s) { s.qdtype = c10::kFloat8_e4m3fn; },
+           [](auto& s) { s.arch = "sm_80"; }});
+
+  EwSpec ew{};
+  ew.op = 0;
+  ew.in = {c10::kFloat, c10::kFloat, c10::ScalarType::Undefined, c10::ScalarType::Undefined};
+  ew.out = ew.compute = c10::kFloat;
+  ew.vec = 4;
+  ew.arch = "sm_90";
+  expect_identity<EwSpec>(
+      ew, {[](auto& s) { s.op = 1; }, [](auto& s) { s.in[1] = c10::kHalf; }, [](auto& s) { s.out = c10::kHalf; },
+           [](auto& s) { s.compute = c10::kDouble; }, [](auto& s) { s.rank = 2; }, [](auto& s) { s.vec = 2; },
+           [](auto& s) { s.one[1] = true; }, [](auto& s) { s.aligned[0] = true; },
+           [](auto& s) { s.staged[1] = true; }, [](auto& s) { s.index64 = true; }, [](auto& s) { s.variant = 1; },
+           [](auto& s) { s.unroll = 4; }, [](auto& s) { s.cta_threads = 256; },
+           [](auto& s) { s.arch = "sm_80"; }});
+
+  PoolSpec pool{};
+  pool.dtype = c10::kBFloat16;
+  pool.rank = 2;
+  pool.mode = PoolMode::Max;
+  pool.index_bits = 32;
+  pool.threads = 256;
+  pool.arch = "sm_90";
+  pool.window = {0, 3, 3, 0, 2, 2, 0, 1, 1, 0, 1, 1};
+  expect_identity<PoolSpec>(
+      pool, {[](auto& s) { s.dtype = c10::kHalf; }, [](auto& s) { s.rank = 3; },
+             [](auto& s) { s.mode = PoolMode::Avg; }, [](auto& s) { s.adaptive = true; },
+             [](auto& s) { s.index_bits = 64; }, [](auto& s) { s.threads = 128; }, [](auto& s) { s.arch = "sm_80"; },
+             [](auto& s) { s.window[7] = 0; }, [](auto& s) { s.lanes = 8; }, [](auto& s) { s.wide = 2; },
+             [](auto& s) { s.single = true; }});
+
+  GroupNormProblem gn{c10::kBFloat16, 64, 32, 4, 1024, 8, true, true, false};
+  expect_identity<GroupNormProblem>(
+      gn, {[](auto& s) { s.dtype = c10::kFloat; }, [](auto& s) { s.rows = 128; }, [](auto& s) { s.groups = 16; },
+           [](auto& s) { s.cpg = 8; }, [](auto& s) { s.hw = 512; }, [](auto& s) { s.max_vec = 4; },
+           [](auto& s) { s.weight = false; }, [](auto& s) { s.bias = false; }, [](auto& s) { s.running = true; }});
+}
+
+// RowNormProblem's qdtype counts only when the output is quantised (its hand-written identity()).
+TEST(SpecIdentity, RowNormProblemQdtypeCountsOnlyWhenQuantised) {
+  RowNormProblem a{RowNormOp::kRmsNorm, c10::kBFloat16, 4096, 8, true};
+  RowNormProblem b = a;
+  b.qdtype = c10::kFloat8_e4m3fn;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+  a.quant = b.quant = RowNormQuant::kStatic;
+  EXPECT_FALSE(a == b);
+  EXPECT_NE(a.hash(), b.hash());
+  b.qdtype = a.qdtype;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.hash(), b.hash());
+  b.few_rows = true;
+  EXPECT_FALSE(a == b);
+  EXPECT_NE(a.hash(), b.hash());
 }
 
 }  // namespace

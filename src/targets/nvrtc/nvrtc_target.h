@@ -4,13 +4,20 @@
 
 #include <cuda.h>
 
+#include <array>
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
@@ -53,12 +60,70 @@ LoadedKernel load(const jit::KernelSource& src, int device_index);
 const char* kernel_type_name(c10::ScalarType t);  // storage type in kernel sources: "tileops::bf16"
 const char* short_type_name(c10::ScalarType t);   // in specialisation names: "bf16"
 int next_pow2(int64_t v);
-// Mixes integers into a hash (fields of a spec or a problem).
-inline size_t hash_words(std::initializer_list<int64_t> ws) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t w : ws) h = (h ^ static_cast<uint64_t>(w)) * 1099511628211ull + (h >> 29);
-  return static_cast<size_t>(h);
+// Mixes an integer into a hash (a field of a spec or a problem).
+constexpr uint64_t kHashSeed = 1469598103934665603ull;
+constexpr uint64_t hash_mix(uint64_t h, int64_t w) {
+  return (h ^ static_cast<uint64_t>(w)) * 1099511628211ull + (h >> 29);
 }
+
+// A spec's fields are listed once (TILEOPS_IDENTITY) and == and hash() derive from that list, so a
+// field cannot be compared yet left out of the hash, or the reverse.
+template <class T>
+concept HashableField = requires(const T& v) {
+  { v.hash() } -> std::convertible_to<size_t>;
+};
+// hash_field folds one field into h: integers, enums and bools as words; strings by std::hash;
+// arrays and vectors by length, then element by element; a nested spec by its hash().
+template <class T>
+  requires std::is_integral_v<T> || std::is_enum_v<T>
+constexpr uint64_t hash_field(uint64_t h, const T& v) {
+  return hash_mix(h, static_cast<int64_t>(v));
+}
+inline uint64_t hash_field(uint64_t h, const std::string& v) {
+  return hash_mix(h, static_cast<int64_t>(std::hash<std::string>()(v)));
+}
+template <HashableField T>
+uint64_t hash_field(uint64_t h, const T& v) {
+  return hash_mix(h, static_cast<int64_t>(v.hash()));
+}
+template <class T, size_t N>
+constexpr uint64_t hash_field(uint64_t h, const std::array<T, N>& v);
+template <class T, class A>
+uint64_t hash_field(uint64_t h, const std::vector<T, A>& v);
+template <class T>
+uint64_t hash_field(uint64_t h, const c10::SmallVectorImpl<T>& v);
+template <class Range>
+constexpr uint64_t hash_range(uint64_t h, const Range& v) {
+  h = hash_mix(h, static_cast<int64_t>(std::size(v)));
+  for (const auto& e : v) h = hash_field(h, e);
+  return h;
+}
+template <class T, size_t N>
+constexpr uint64_t hash_field(uint64_t h, const std::array<T, N>& v) {
+  return hash_range(h, v);
+}
+template <class T, class A>
+uint64_t hash_field(uint64_t h, const std::vector<T, A>& v) {
+  return hash_range(h, v);
+}
+template <class T>
+uint64_t hash_field(uint64_t h, const c10::SmallVectorImpl<T>& v) {
+  return hash_range(h, v);
+}
+template <class... Fs>
+size_t hash_identity(const std::tuple<Fs...>& t) {
+  return static_cast<size_t>(
+      std::apply([](const auto&... f) { uint64_t h = kHashSeed; ((h = hash_field(h, f)), ...); return h; }, t));
+}
+// In a spec or problem struct: std::tie (references: no copies, no allocation on the per-call lookup).
+#define TILEOPS_IDENTITY(Type, ...)                         \
+  auto identity() const { return std::tie(__VA_ARGS__); } \
+  TILEOPS_IDENTITY_OPS(Type)
+// For a struct that writes identity() itself (a field that counts only in some cases).
+#define TILEOPS_IDENTITY_OPS(Type)                                            \
+  bool operator==(const Type& o) const { return identity() == o.identity(); } \
+  size_t hash() const { return ::tileops::nvrtc::hash_identity(identity()); }
+
 // Widest access, in elements (a power of two of at most 16 bytes), that every pointer's alignment
 // allows; null pointers are ignored.
 int access_width(std::initializer_list<const void*> ptrs, int elem_size);

@@ -9,12 +9,12 @@
 // build() and describe() read only the spec.
 //
 //   struct Family {
-//     using Problem = ...; using Spec = ...;        // Problem: ==, hash()
+//     using Problem = ...; using Spec = ...;        // Problem: ==, hash() (TILEOPS_IDENTITY)
 //     Problem problem(const OpCall&) const;
 //     Spec plan(const Problem&, const DeviceFacts&, const Tuning&) const;
 //     std::shared_ptr<const Kernel> make(const Spec&, std::vector<LoadedKernel>, const DeviceInfo&) const;
 //   };
-//   Spec: bool operator==, size_t hash() const, std::vector<jit::KernelSource> sources() const,
+//   Spec: TILEOPS_IDENTITY (==, hash()), std::vector<jit::KernelSource> sources() const,
 //         std::string describe() const.
 #pragma once
 

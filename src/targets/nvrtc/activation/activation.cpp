@@ -165,19 +165,6 @@ int unary_vec(c10::ScalarType x_dtype, c10::ScalarType y_dtype, const void* x, c
   return vec;
 }
 
-bool ActivationSpec::operator==(const ActivationSpec& o) const {
-  return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
-         layout == o.layout && arch == o.arch;
-}
-size_t ActivationProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec, static_cast<int64_t>(out_dtype),
-                     static_cast<int64_t>(layout)});
-}
-size_t ActivationSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), static_cast<int64_t>(act), gated, vec,
-                     static_cast<int64_t>(out_dtype), static_cast<int64_t>(layout)}) ^
-         std::hash<std::string>()(arch);
-}
 std::vector<jit::KernelSource> ActivationSpec::sources() const { return {activation_source(*this, arch)}; }
 std::string ActivationSpec::describe() const {
   return std::string(gated ? (layout_kernel() ? "gated_layout_fwd(dtype=" : "gated_fwd(dtype=") : "unary_fwd(dtype=") +

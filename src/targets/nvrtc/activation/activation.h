@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 
 namespace tileops::nvrtc {
 
@@ -39,8 +40,7 @@ struct ActivationSpec {
   bool layout_kernel() const {
     return gated && (layout != GateLayout::First || act == Act::FatRelu || act == Act::SwigluOai);
   }
-  bool operator==(const ActivationSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(ActivationSpec, dtype, act, gated, vec, out_dtype, layout, arch)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
@@ -52,11 +52,7 @@ struct ActivationProblem {
   int vec;
   c10::ScalarType out_dtype = c10::ScalarType::Undefined;
   GateLayout layout = GateLayout::First;
-  bool operator==(const ActivationProblem& o) const {
-    return dtype == o.dtype && act == o.act && gated == o.gated && vec == o.vec && out_dtype == o.out_dtype &&
-           layout == o.layout;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(ActivationProblem, dtype, act, gated, vec, out_dtype, layout)
 };
 
 constexpr int kActivationThreads = 256;

@@ -203,10 +203,6 @@ template struct DecodeFamily<DecodeOp::kGqa>;
 template struct DecodeFamily<DecodeOp::kGqaPaged>;
 template struct DecodeFamily<DecodeOp::kMha>;
 
-size_t DecodeSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), vec, lanes, nv, g, dim, stages, paged}) ^ std::hash<std::string>()(arch);
-}
-
 std::vector<jit::KernelSource> DecodeSpec::sources() const {
   const std::string t = short_type_name(dtype), ty = kernel_type_name(dtype), p = paged ? "true" : "false";
   const std::string merge_expr = "tileops::decode_merge<" + ty + ">";

@@ -27,10 +27,7 @@ struct DecodeProblem {
   int vec;
   int64_t group;
   bool paged;
-  bool operator==(const DecodeProblem& o) const {
-    return dtype == o.dtype && dim == o.dim && vec == o.vec && group == o.group && paged == o.paged;
-  }
-  size_t hash() const { return hash_words({static_cast<int64_t>(dtype), dim, vec, group, paged}); }
+  TILEOPS_IDENTITY(DecodeProblem, dtype, dim, vec, group, paged)
 };
 
 // Two kernels: decode_mma_fwd (tensor cores: f16/bf16, D a multiple of 64 up to 256, 16-byte
@@ -46,11 +43,7 @@ struct DecodeSpec {
   bool paged;
   std::string arch;
   bool mma() const { return dim > 0; }
-  bool operator==(const DecodeSpec& o) const {
-    return dtype == o.dtype && vec == o.vec && lanes == o.lanes && nv == o.nv && g == o.g && dim == o.dim &&
-           stages == o.stages && paged == o.paged && arch == o.arch;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(DecodeSpec, dtype, vec, lanes, nv, g, dim, stages, paged, arch)
   std::vector<jit::KernelSource> sources() const;  // decode_fwd or decode_mma_fwd, then decode_merge
   std::string describe() const;
 };

@@ -81,23 +81,6 @@ int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
 }  // namespace
 
-bool EwSpec::operator==(const EwSpec& o) const {
-  return op == o.op && in == o.in && out == o.out && compute == o.compute && rank == o.rank && vec == o.vec &&
-         one == o.one && aligned == o.aligned && staged == o.staged && index64 == o.index64 && variant == o.variant &&
-         unroll == o.unroll && cta_threads == o.cta_threads && arch == o.arch;
-}
-
-size_t EwSpec::hash() const {
-  int64_t ones = 0;
-  for (size_t k = 0; k < one.size(); ++k)
-    ones |= static_cast<int64_t>(one[k]) << k | static_cast<int64_t>(aligned[k]) << (8 + k) |
-            static_cast<int64_t>(staged[k]) << (16 + k);
-  return hash_words({op, static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]), static_cast<int64_t>(in[2]),
-                     static_cast<int64_t>(in[3]), static_cast<int64_t>(out), static_cast<int64_t>(compute), rank,
-                     vec, ones, index64, variant, unroll, cta_threads}) ^
-         std::hash<std::string>()(arch);
-}
-
 std::string EwSpec::name() const {
   const EwOp& e = kOps[op];
   std::string n = std::string(e.stem) + "__";

@@ -18,6 +18,7 @@
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 #include "tileops_generated/elementwise.h"
 
@@ -74,8 +75,8 @@ struct EwSpec {
   int cta_threads = kEwContiguousThreads;
   std::string arch;
 
-  bool operator==(const EwSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(EwSpec, op, in, out, compute, rank, vec, one, aligned, staged, index64, variant, unroll,
+                   cta_threads, arch)
   std::string name() const;
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;

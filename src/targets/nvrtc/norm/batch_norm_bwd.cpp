@@ -45,10 +45,7 @@ struct BatchNormBwdProblem {
   int64_t samples, channels;
   int64_t hw;   // elements a channel of a sample: the product of the dims after C (1 for 2-d x)
   int max_vec;  // widest access (elements) the alignment of dy, x and dx allows
-  bool operator==(const BatchNormBwdProblem& o) const {
-    return dtype == o.dtype && samples == o.samples && channels == o.channels && hw == o.hw && max_vec == o.max_vec;
-  }
-  size_t hash() const { return hash_words({static_cast<int64_t>(dtype), samples, channels, hw, max_vec}); }
+  TILEOPS_IDENTITY(BatchNormBwdProblem, dtype, samples, channels, hw, max_vec)
 };
 
 struct BatchNormBwdSpec {
@@ -59,13 +56,7 @@ struct BatchNormBwdSpec {
   int tpb;    // threads a CTA
   int cache;  // channel: vectors of each input a thread holds
   std::string arch;
-  bool operator==(const BatchNormBwdSpec& o) const {
-    return channel == o.channel && dtype == o.dtype && vec == o.vec && cpb == o.cpb && tpb == o.tpb &&
-           cache == o.cache && arch == o.arch;
-  }
-  size_t hash() const {
-    return hash_words({channel, static_cast<int64_t>(dtype), vec, cpb, tpb, cache}) ^ std::hash<std::string>()(arch);
-  }
+  TILEOPS_IDENTITY(BatchNormBwdSpec, channel, dtype, vec, cpb, tpb, cache, arch)
 
   std::vector<jit::KernelSource> sources() const {
     const auto n = [](int v) { return std::to_string(v); };

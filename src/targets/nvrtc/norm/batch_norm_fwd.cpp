@@ -45,11 +45,7 @@ struct BatchNormChannelSpec {
   int tpb;    // threads a CTA
   int cache;  // vectors a thread holds
   bool weight, bias;
-  bool operator==(const BatchNormChannelSpec& o) const {
-    return dtype == o.dtype && vec == o.vec && cpb == o.cpb && tpb == o.tpb && cache == o.cache &&
-           weight == o.weight && bias == o.bias;
-  }
-  size_t hash() const { return hash_words({static_cast<int64_t>(dtype), vec, cpb, tpb, cache, weight, bias}); }
+  TILEOPS_IDENTITY(BatchNormChannelSpec, dtype, vec, cpb, tpb, cache, weight, bias)
 };
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -89,10 +85,7 @@ struct BatchNormProblem {
   GroupNormProblem apply;  // running stats (given, or the batch's): a row a sample's channel
   bool training;
   bool update;  // training with running stats: they are moved in place
-  bool operator==(const BatchNormProblem& o) const {
-    return apply == o.apply && training == o.training && update == o.update;
-  }
-  size_t hash() const { return apply.hash() ^ hash_words({training, update}); }
+  TILEOPS_IDENTITY(BatchNormProblem, apply, training, update)
 };
 
 struct BatchNormSpec {
@@ -102,14 +95,7 @@ struct BatchNormSpec {
   bool channel;  // training in one launch: batch_norm_fwd_channel
   BatchNormChannelSpec one;
   std::string arch;
-  bool operator==(const BatchNormSpec& o) const {
-    return apply == o.apply && training == o.training && update == o.update && threads == o.threads &&
-           channel == o.channel && one == o.one && arch == o.arch;
-  }
-  size_t hash() const {
-    return apply.hash() ^ hash_words({training, update, threads, channel}) ^ (one.hash() * 31) ^
-           std::hash<std::string>()(arch);
-  }
+  TILEOPS_IDENTITY(BatchNormSpec, apply, training, update, threads, channel, one, arch)
 
   // Training: batch_norm_fwd_channel alone, or group_norm_fwd_stats, batch_norm_fwd_stats, then the
   // output pass's kernels.

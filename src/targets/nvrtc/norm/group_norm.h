@@ -34,8 +34,7 @@ struct GroupNormProblem {
   int max_vec;     // widest access (elements) the alignment of x and y allows
   bool weight, bias;
   bool running;    // InstanceNormFwdOp with use_input_stats=False: normalised by the running stats
-  bool operator==(const GroupNormProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(GroupNormProblem, dtype, rows, groups, cpg, hw, max_vec, weight, bias, running)
 };
 
 struct GroupNormSpec {
@@ -48,8 +47,7 @@ struct GroupNormSpec {
   bool weight, bias, running;
   std::string arch;
 
-  bool operator==(const GroupNormSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(GroupNormSpec, impl, dtype, vec, tpr, rows, cache, weight, bias, running, arch)
   int threads() const { return tpr * rows; }
   // kRows: the row kernel; kSplit: the stats kernel (input stats only), then the apply kernel.
   std::vector<jit::KernelSource> sources() const;

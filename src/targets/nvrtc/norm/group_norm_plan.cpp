@@ -46,24 +46,6 @@ std::string affine_part(const GroupNormSpec& s) {
 
 }  // namespace
 
-bool GroupNormProblem::operator==(const GroupNormProblem& o) const {
-  return dtype == o.dtype && rows == o.rows && groups == o.groups && cpg == o.cpg && hw == o.hw &&
-         max_vec == o.max_vec && weight == o.weight && bias == o.bias && running == o.running;
-}
-size_t GroupNormProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rows, groups, cpg, hw, max_vec, weight, bias, running});
-}
-
-bool GroupNormSpec::operator==(const GroupNormSpec& o) const {
-  return impl == o.impl && dtype == o.dtype && vec == o.vec && tpr == o.tpr && rows == o.rows && cache == o.cache &&
-         weight == o.weight && bias == o.bias && running == o.running && arch == o.arch;
-}
-size_t GroupNormSpec::hash() const {
-  return hash_words({static_cast<int64_t>(impl), static_cast<int64_t>(dtype), vec, tpr, rows, cache, weight, bias,
-                     running}) ^
-         std::hash<std::string>()(arch);
-}
-
 int group_norm_splits(const GroupNormProblem& q, const DeviceFacts& dev) {
   const int vec = row_access_width(q.dtype, q.hw, q.max_vec);
   const int64_t lv = row_vecs(q, vec);

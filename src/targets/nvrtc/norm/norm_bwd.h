@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/tuning.h"
 
@@ -45,8 +46,7 @@ struct NormBwdProblem {
   bool weight;
   bool dw, db;           // dweight / dbias wanted (db: LayerNorm only)
   bool float_weight = false;  // a float32 weight beside a 16-bit row: dweight and dbias are float32 too
-  bool operator==(const NormBwdProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(NormBwdProblem, layer, dtype, n, max_vec, weight, dw, db, float_weight)
 };
 
 struct NormBwdSpec {
@@ -67,8 +67,8 @@ struct NormBwdSpec {
   std::string arch;
   int threads() const { return tpr * rows; }
 
-  bool operator==(const NormBwdSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(NormBwdSpec, dtype, layer, n, vec, tpr, rows, min_blocks, grid_per_sm, has_weight, dw, db,
+                   float_weight, smem, acc_reg, smem_bytes, arch)
   std::string name() const;
   std::string template_expression() const;
   // The main kernel, then (with dweight or dbias) the reduction of the partial rows.

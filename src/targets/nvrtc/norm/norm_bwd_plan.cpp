@@ -14,25 +14,6 @@ const NormBwdTable& kT = kNormBwdTable;
 const char* tf(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
-bool NormBwdProblem::operator==(const NormBwdProblem& o) const {
-  return layer == o.layer && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight &&
-         dw == o.dw && db == o.db && float_weight == o.float_weight;
-}
-size_t NormBwdProblem::hash() const {
-  return hash_words({layer, static_cast<int64_t>(dtype), n, max_vec, weight, dw, db, float_weight});
-}
-
-bool NormBwdSpec::operator==(const NormBwdSpec& o) const {
-  return dtype == o.dtype && layer == o.layer && n == o.n && vec == o.vec && tpr == o.tpr && rows == o.rows &&
-         min_blocks == o.min_blocks && grid_per_sm == o.grid_per_sm && has_weight == o.has_weight && dw == o.dw &&
-         db == o.db && float_weight == o.float_weight && smem == o.smem && acc_reg == o.acc_reg && smem_bytes == o.smem_bytes && arch == o.arch;
-}
-size_t NormBwdSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), layer, n, vec, tpr, rows, min_blocks, grid_per_sm, has_weight, dw,
-                     db, float_weight, smem, acc_reg, smem_bytes}) ^
-         std::hash<std::string>()(arch);
-}
-
 int norm_bwd_smem_budget(int max_smem_optin) {
   return std::min(kNormBwdSmemBudget, max_smem_optin - kNormBwdStaticSmem);
 }

@@ -44,8 +44,12 @@ struct RowNormProblem {
   bool few_rows = false;      // the call has at most few_rows_max rows (row_norm_few_rows)
   RowNormQuant quant = RowNormQuant::kNone;
   c10::ScalarType qdtype = c10::ScalarType::Char;  // the quantised output: Char or Float8_e4m3fn
-  bool operator==(const RowNormProblem& o) const;
-  size_t hash() const;
+  // qdtype counts only when the output is quantised.
+  auto identity() const {
+    return std::tuple_cat(std::tie(op, dtype, n, max_vec, weight, bias, float_weight, gemma, few_rows, quant),
+                          std::tuple(quant == RowNormQuant::kNone ? c10::ScalarType::Undefined : qdtype));
+  }
+  TILEOPS_IDENTITY_OPS(RowNormProblem)
 };
 
 // The kernel that serves a problem on a device.
@@ -68,8 +72,8 @@ struct RowNormSpec {
   c10::ScalarType qdtype;
   std::string arch;
 
-  bool operator==(const RowNormSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(RowNormSpec, op, impl, dtype, n, vec, tpr, rows, cluster, weight, bias, cache, staged, one_pass,
+                   float_weight, gemma, quant, qdtype, arch)
   int smem_bytes() const;  // dynamic shared memory of a launch
   std::string name() const;
   std::string template_expression() const;

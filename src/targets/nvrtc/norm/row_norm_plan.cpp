@@ -127,30 +127,6 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-bool RowNormProblem::operator==(const RowNormProblem& o) const {
-  return op == o.op && dtype == o.dtype && n == o.n && max_vec == o.max_vec && weight == o.weight && bias == o.bias &&
-         float_weight == o.float_weight && gemma == o.gemma && few_rows == o.few_rows && quant == o.quant &&
-         (quant == RowNormQuant::kNone || qdtype == o.qdtype);
-}
-size_t RowNormProblem::hash() const {
-  return hash_words(
-      {static_cast<int64_t>(op), static_cast<int64_t>(dtype), n, max_vec, weight, bias, float_weight, gemma, few_rows,
-       static_cast<int64_t>(quant), quant == RowNormQuant::kNone ? 0 : static_cast<int64_t>(qdtype)});
-}
-
-bool RowNormSpec::operator==(const RowNormSpec& o) const {
-  return op == o.op && impl == o.impl && dtype == o.dtype && n == o.n && vec == o.vec && tpr == o.tpr &&
-         rows == o.rows && cluster == o.cluster && weight == o.weight && bias == o.bias && cache == o.cache &&
-         staged == o.staged && one_pass == o.one_pass && float_weight == o.float_weight && gemma == o.gemma &&
-         quant == o.quant && qdtype == o.qdtype && arch == o.arch;
-}
-size_t RowNormSpec::hash() const {
-  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(impl), static_cast<int64_t>(dtype), n, vec, tpr,
-                     rows, cluster, weight, bias, cache, staged, one_pass, float_weight, gemma,
-                     static_cast<int64_t>(quant), static_cast<int64_t>(qdtype)}) ^
-         std::hash<std::string>()(arch);
-}
-
 const std::vector<Implementation<RowNormQuery>>& row_norm_implementations() {
   static const std::vector<Implementation<RowNormQuery>> impls{
       {static_cast<int>(RowNormImpl::kRegisterResident), "register-resident", register_resident_applies,

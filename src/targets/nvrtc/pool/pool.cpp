@@ -257,11 +257,6 @@ PoolSpec plan_pool(const PoolProblem& q, const DeviceFacts& dev, const Tuning& t
   return s;
 }
 
-size_t pool_window_hash(const PoolWindowParams& w) {
-  int64_t packed[2] = {0, 0};  // 12 values below 256: 8 bits each
-  for (int k = 0; k < 12; ++k) packed[k / 6] |= static_cast<int64_t>(w[k] & 255) << (8 * (k % 6));
-  return hash_words({packed[0], packed[1]});
-}
 std::string pool_window_tag(const PoolWindowParams& w, int rank) {
   std::string t;
   const char* what = "kspd";
@@ -275,18 +270,6 @@ std::string pool_window_expr(const PoolWindowParams& w) {
   std::string e = "tileops::PoolWindow<";
   for (int k = 0; k < 12; ++k) e += (k ? "," : "") + std::to_string(w[k]);
   return e + ">";
-}
-
-size_t PoolProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, lanes, wide,
-                     short_rows}) ^
-         pool_window_hash(window);
-}
-size_t PoolSpec::hash() const {
-  return hash_words(
-             {static_cast<int64_t>(dtype), rank, static_cast<int64_t>(mode), adaptive, index_bits, threads, lanes, wide,
-              single}) ^
-         pool_window_hash(window) ^ std::hash<std::string>()(arch);
 }
 
 std::string pool_name(const PoolSpec& s) {

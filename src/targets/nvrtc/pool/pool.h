@@ -21,6 +21,7 @@
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
@@ -42,12 +43,7 @@ struct PoolProblem {
   int lanes = 0;  // pool_fwd_warp's lanes an output for 32+ taps in a row (pool_lanes), else 0
   int wide = 0;   // pool_fwd_wide's outputs a work item (pool_wide_outputs), else 0
   bool short_rows = false;  // rows of few outputs (pool_short_rows)
-  bool operator==(const PoolProblem& o) const {
-    return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits && window == o.window && lanes == o.lanes && wide == o.wide &&
-           short_rows == o.short_rows;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(PoolProblem, dtype, rank, mode, adaptive, index_bits, window, lanes, wide, short_rows)
 };
 
 struct PoolSpec {
@@ -69,12 +65,7 @@ struct PoolSpec {
     return wide ? wide : mode == PoolMode::Max && fixed_window() && !single ? 2 : 1;
   }
   int items_a_cta() const { return lanes ? threads / lanes : threads; }
-  bool operator==(const PoolSpec& o) const {
-    return dtype == o.dtype && rank == o.rank && mode == o.mode && adaptive == o.adaptive &&
-           index_bits == o.index_bits && threads == o.threads && arch == o.arch && window == o.window &&
-           lanes == o.lanes && wide == o.wide && single == o.single;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(PoolSpec, dtype, rank, mode, adaptive, index_bits, threads, arch, window, lanes, wide, single)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
@@ -145,7 +136,6 @@ unsigned pool_grid(int64_t units, int items);
 std::string pool_window_tag(const PoolWindowParams& w, int rank);
 // "tileops::PoolWindow<...>": a fixed window as the kernel's template argument.
 std::string pool_window_expr(const PoolWindowParams& w);
-size_t pool_window_hash(const PoolWindowParams& w);
 // An optional int list of an op's view (stride=None), empty where absent.
 inline c10::IntArrayRef or_empty(std::optional<c10::IntArrayRef> v) { return v.value_or(c10::IntArrayRef()); }
 
@@ -158,10 +148,7 @@ struct PoolIndicesProblem {
   int rank;
   int index_bits;  // 32 or 64, as pool_index_bits
   PoolWindowParams window{};  // pool_small_window's (all zero for adaptive bins and large windows)
-  bool operator==(const PoolIndicesProblem& o) const {
-    return dtype == o.dtype && rank == o.rank && index_bits == o.index_bits && window == o.window;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(PoolIndicesProblem, dtype, rank, index_bits, window)
 };
 
 struct PoolIndicesSpec {
@@ -172,11 +159,7 @@ struct PoolIndicesSpec {
   std::string arch;
   PoolWindowParams window{};  // nonzero: the window the kernel's code holds
   bool fixed_window() const { return window[0] != 0; }
-  bool operator==(const PoolIndicesSpec& o) const {
-    return dtype == o.dtype && rank == o.rank && adaptive == o.adaptive && index_bits == o.index_bits &&
-           arch == o.arch && window == o.window;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(PoolIndicesSpec, dtype, rank, adaptive, index_bits, arch, window)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };

@@ -102,14 +102,6 @@ KernelBuilder adaptive_max_pool2d_indices_builder() { return spec_builder(PoolIn
 
 }  // namespace
 
-size_t PoolIndicesProblem::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, index_bits}) ^ pool_window_hash(window);
-}
-size_t PoolIndicesSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), rank, adaptive, index_bits}) ^ pool_window_hash(window) ^
-         std::hash<std::string>()(arch);
-}
-
 std::vector<jit::KernelSource> PoolIndicesSpec::sources() const {
   TORCH_CHECK(rank >= 1 && rank <= 3, "tileops: pool_max_indices_fwd pools 1 to 3 dims, not ", rank);
   TORCH_CHECK(!(adaptive && fixed_window()), "tileops: pool_max_indices_fwd: adaptive bins have no fixed window");

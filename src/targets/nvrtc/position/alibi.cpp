@@ -29,13 +29,11 @@ class AlibiKernel final : public Kernel {
 };
 
 struct AlibiProblem {
-  bool operator==(const AlibiProblem&) const { return true; }
-  size_t hash() const { return 0; }
+  TILEOPS_IDENTITY(AlibiProblem)  // no fields: one problem
 };
 struct AlibiSpec {
   std::string arch;
-  bool operator==(const AlibiSpec& o) const { return arch == o.arch; }
-  size_t hash() const { return std::hash<std::string>()(arch); }
+  TILEOPS_IDENTITY(AlibiSpec, arch)
   std::vector<jit::KernelSource> sources() const {
     return {make_source("alibi_slopes_fwd__" + arch, "position/alibi_fwd.cuh", "tileops::alibi_slopes_fwd", arch)};
   }

@@ -140,23 +140,6 @@ RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, boo
   return p;
 }
 
-bool RopeProblem::operator==(const RopeProblem& o) const {
-  return neox == o.neox && dtype == o.dtype && cache_dtype == o.cache_dtype && head_dim == o.head_dim &&
-         rot_dim == o.rot_dim && max_vec == o.max_vec && index_dtype == o.index_dtype && offsets == o.offsets;
-}
-size_t RopeProblem::hash() const {
-  return hash_words({neox, static_cast<int64_t>(dtype), static_cast<int64_t>(cache_dtype), head_dim, rot_dim, max_vec,
-                     static_cast<int64_t>(index_dtype), offsets});
-}
-bool RopeSpec::operator==(const RopeSpec& o) const {
-  return dtype == o.dtype && head_dim == o.head_dim && rot_dim == o.rot_dim && vec == o.vec && neox == o.neox &&
-         cache_dtype == o.cache_dtype && index_dtype == o.index_dtype && offsets == o.offsets && arch == o.arch;
-}
-size_t RopeSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), head_dim, rot_dim, vec, neox, static_cast<int64_t>(cache_dtype),
-                     static_cast<int64_t>(index_dtype), offsets}) ^
-         std::hash<std::string>()(arch);
-}
 std::vector<jit::KernelSource> RopeSpec::sources() const { return {rope_source(*this, arch)}; }
 std::string RopeSpec::describe() const {
   return std::string(neox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" + short_type_name(dtype) +

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 
 namespace tileops::nvrtc {
 
@@ -26,8 +27,7 @@ struct RopeSpec {
 
   // int32 positions or offsets take rope_indexed_fwd; int64 positions alone, rope_fwd.
   bool indexed() const { return index_dtype != c10::ScalarType::Long || offsets; }
-  bool operator==(const RopeSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(RopeSpec, dtype, head_dim, rot_dim, vec, neox, cache_dtype, index_dtype, offsets, arch)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
@@ -40,8 +40,7 @@ struct RopeProblem {
   int max_vec;  // widest access the pointers' alignment allows (the cache's folded in)
   c10::ScalarType index_dtype = c10::ScalarType::Long;
   bool offsets = false;
-  bool operator==(const RopeProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(RopeProblem, neox, dtype, cache_dtype, head_dim, rot_dim, max_vec, index_dtype, offsets)
 };
 
 // max_vec: the widest access the pointers' alignment allows (1..16/elem_size; the caller folds the

@@ -57,10 +57,6 @@ KernelBuilder sinusoidal_builder() { return spec_builder(SinusoidalFamily{}); }
 
 }  // namespace
 
-size_t SinusoidalProblem::hash() const { return hash_words({static_cast<int64_t>(dtype), vec}); }
-size_t SinusoidalSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), vec}) ^ std::hash<std::string>()(arch);
-}
 std::vector<jit::KernelSource> SinusoidalSpec::sources() const { return {sinusoidal_source(dtype, vec, arch)}; }
 std::string SinusoidalSpec::describe() const {
   return std::string("sinusoidal_fwd(dtype=") + short_type_name(dtype) + ", vec=" + std::to_string(vec) + ")";

@@ -8,22 +8,21 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/nvrtc_target.h"
 
 namespace tileops::nvrtc {
 
 struct SinusoidalProblem {
   c10::ScalarType dtype;
   int vec;  // elements a thread writes (even, divides dim)
-  bool operator==(const SinusoidalProblem& o) const { return dtype == o.dtype && vec == o.vec; }
-  size_t hash() const;
+  TILEOPS_IDENTITY(SinusoidalProblem, dtype, vec)
 };
 
 struct SinusoidalSpec {
   c10::ScalarType dtype;
   int vec;
   std::string arch;
-  bool operator==(const SinusoidalSpec& o) const { return dtype == o.dtype && vec == o.vec && arch == o.arch; }
-  size_t hash() const;
+  TILEOPS_IDENTITY(SinusoidalSpec, dtype, vec, arch)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };

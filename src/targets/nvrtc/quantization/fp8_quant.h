@@ -23,8 +23,7 @@ struct Fp8QuantProblem {
   c10::ScalarType dtype;
   int vec;
   int64_t vecs;
-  bool operator==(const Fp8QuantProblem& o) const { return dtype == o.dtype && vec == o.vec && vecs == o.vecs; }
-  size_t hash() const { return hash_words({static_cast<int64_t>(dtype), vec, vecs}); }
+  TILEOPS_IDENTITY(Fp8QuantProblem, dtype, vec, vecs)
 };
 
 struct Fp8QuantSpec {
@@ -33,10 +32,7 @@ struct Fp8QuantSpec {
   int tpr;         // threads a row: a power of two, at most 32
   int per_thread;  // accesses a thread keeps in registers; 0: the row is read twice
   std::string arch;
-  bool operator==(const Fp8QuantSpec& o) const {
-    return dtype == o.dtype && vec == o.vec && tpr == o.tpr && per_thread == o.per_thread && arch == o.arch;
-  }
-  size_t hash() const;
+  TILEOPS_IDENTITY(Fp8QuantSpec, dtype, vec, tpr, per_thread, arch)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };

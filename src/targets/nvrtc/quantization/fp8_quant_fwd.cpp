@@ -74,10 +74,6 @@ std::shared_ptr<const Kernel> Fp8QuantFamily::make(const Spec& s, std::vector<Lo
   return std::make_shared<Fp8QuantKernel>(std::move(k[0]), s);
 }
 
-size_t Fp8QuantSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), vec, tpr, per_thread}) ^ std::hash<std::string>()(arch);
-}
-
 std::vector<jit::KernelSource> Fp8QuantSpec::sources() const {
   const std::string name = std::string("fp8_quant_fwd__") + short_type_name(dtype) + "__v" + std::to_string(vec) +
                            "_t" + std::to_string(tpr) + "_p" + std::to_string(per_thread) + "__" + arch;

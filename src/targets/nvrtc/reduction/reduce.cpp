@@ -73,25 +73,6 @@ ReduceGeometry reduce_geometry(c10::IntArrayRef sizes, uint64_t mask) {
   return g;
 }
 
-bool ReduceProblem::operator==(const ReduceProblem& o) const {
-  return op == o.op && x_dtype == o.x_dtype && c_dtype == o.c_dtype && y_dtype == o.y_dtype && M == o.M &&
-         N == o.N && I == o.I && max_vec == o.max_vec;
-}
-size_t ReduceProblem::hash() const {
-  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(x_dtype), static_cast<int64_t>(c_dtype),
-                     static_cast<int64_t>(y_dtype), M, N, I, max_vec});
-}
-
-bool ReduceSpec::operator==(const ReduceSpec& o) const {
-  return impl == o.impl && op == o.op && x_dtype == o.x_dtype && c_dtype == o.c_dtype && y_dtype == o.y_dtype &&
-         vec == o.vec && tpr == o.tpr && rows == o.rows && warps == o.warps && split == o.split && arch == o.arch;
-}
-size_t ReduceSpec::hash() const {
-  return hash_words({static_cast<int64_t>(impl), static_cast<int64_t>(op), static_cast<int64_t>(x_dtype),
-                     static_cast<int64_t>(c_dtype), static_cast<int64_t>(y_dtype), vec, tpr, rows, warps, split}) ^
-         std::hash<std::string>()(arch);
-}
-
 namespace {
 
 // The output storage types of an op: (y, y2); y2 is var_mean's mean, else y's type (unused).

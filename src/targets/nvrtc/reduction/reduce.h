@@ -13,6 +13,7 @@
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
@@ -63,8 +64,7 @@ struct ReduceProblem {
   c10::ScalarType y_dtype;
   int64_t M, N, I;
   int max_vec;  // widest access (elements) x's alignment allows
-  bool operator==(const ReduceProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(ReduceProblem, op, x_dtype, c_dtype, y_dtype, M, N, I, max_vec)
 };
 
 struct ReduceSpec {
@@ -78,8 +78,7 @@ struct ReduceSpec {
   bool split;  // a second pass merges `splits` partial states an output (splits is a launch argument)
   std::string arch;
 
-  bool operator==(const ReduceSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(ReduceSpec, impl, op, x_dtype, c_dtype, y_dtype, vec, tpr, rows, warps, split, arch)
   int threads() const { return impl == ReduceImpl::kRows ? tpr * rows : 32 * warps; }
   std::string name() const;
   // The pass over x, then (split) reduce_finish.

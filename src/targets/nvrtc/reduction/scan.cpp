@@ -39,25 +39,6 @@ ScanGeometry scan_geometry(c10::IntArrayRef sizes, int64_t dim) {
   return g;
 }
 
-bool ScanProblem::operator==(const ScanProblem& o) const {
-  return op == o.op && x_dtype == o.x_dtype && y_dtype == o.y_dtype && M == o.M && N == o.N && I == o.I &&
-         max_vec == o.max_vec;
-}
-size_t ScanProblem::hash() const {
-  return hash_words({static_cast<int64_t>(op), static_cast<int64_t>(x_dtype), static_cast<int64_t>(y_dtype), M, N, I,
-                     max_vec});
-}
-
-bool ScanSpec::operator==(const ScanSpec& o) const {
-  return impl == o.impl && op == o.op && x_dtype == o.x_dtype && y_dtype == o.y_dtype && vec == o.vec &&
-         tpr == o.tpr && rows == o.rows && split == o.split && arch == o.arch;
-}
-size_t ScanSpec::hash() const {
-  return hash_words({static_cast<int64_t>(impl), static_cast<int64_t>(op), static_cast<int64_t>(x_dtype),
-                     static_cast<int64_t>(y_dtype), vec, tpr, rows, split}) ^
-         std::hash<std::string>()(arch);
-}
-
 namespace {
 
 std::string type_part(const ScanSpec& s) {

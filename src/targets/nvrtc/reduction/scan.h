@@ -15,6 +15,7 @@
 
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
@@ -54,8 +55,7 @@ struct ScanProblem {
   c10::ScalarType y_dtype;  // also the type x is cast to first (dtype=)
   int64_t M, N, I;
   int max_vec;  // widest access (elements) x's and y's alignment allow
-  bool operator==(const ScanProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(ScanProblem, op, x_dtype, y_dtype, M, N, I, max_vec)
 };
 
 struct ScanSpec {
@@ -68,8 +68,7 @@ struct ScanSpec {
   bool split;  // rows: the chained one-pass kernel; columns: a first pass writes slice totals
   std::string arch;
 
-  bool operator==(const ScanSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(ScanSpec, impl, op, x_dtype, y_dtype, vec, tpr, rows, split, arch)
   int threads() const { return impl == ScanImpl::kRows ? tpr * rows : kScanTable.cta_threads; }
   std::string name() const;
   // The scan pass, then (split columns) the totals pass and the carries pass.

@@ -48,8 +48,7 @@ struct SoftmaxProblem {
   int64_t n;       // row length
   int max_vec;     // widest access the pointers' alignment allows
   bool few_rows;   // fewer than split_max_rows rows in the call (long rows then split)
-  bool operator==(const SoftmaxProblem& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(SoftmaxProblem, log, dtype, n, max_vec, few_rows)
 };
 
 struct SoftmaxSpec {
@@ -66,8 +65,7 @@ struct SoftmaxSpec {
   int cluster;  // CTAs per row for kCluster
   std::string arch;
 
-  bool operator==(const SoftmaxSpec& o) const;
-  size_t hash() const;
+  TILEOPS_IDENTITY(SoftmaxSpec, impl, dtype, n, vec, log, tpr, rows, cache, splits, tpb, cluster, arch)
   int smem_bytes() const;  // kStaged: the row; 0 otherwise
   std::string name() const;
   // One source (softmax_fwd) or two (split: stats, then apply).

@@ -52,22 +52,6 @@ const char* tf(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-bool SoftmaxProblem::operator==(const SoftmaxProblem& o) const {
-  return log == o.log && dtype == o.dtype && n == o.n && max_vec == o.max_vec && few_rows == o.few_rows;
-}
-size_t SoftmaxProblem::hash() const { return hash_words({log, static_cast<int64_t>(dtype), n, max_vec, few_rows}); }
-
-bool SoftmaxSpec::operator==(const SoftmaxSpec& o) const {
-  return impl == o.impl && dtype == o.dtype && n == o.n && vec == o.vec && log == o.log && tpr == o.tpr &&
-         rows == o.rows && cache == o.cache && splits == o.splits && tpb == o.tpb && cluster == o.cluster &&
-         arch == o.arch;
-}
-size_t SoftmaxSpec::hash() const {
-  return hash_words({static_cast<int64_t>(impl), static_cast<int64_t>(dtype), n, vec, log, tpr, rows, cache, splits,
-                     tpb, cluster}) ^
-         std::hash<std::string>()(arch);
-}
-
 const std::vector<Implementation<SoftmaxQuery>>& softmax_implementations() {
   static const std::vector<Implementation<SoftmaxQuery>> impls{
       {static_cast<int>(SoftmaxImpl::kRowPerCta), "row-per-cta", row_per_cta_applies, 0u},

@@ -72,10 +72,6 @@ std::shared_ptr<const Kernel> DropoutFamily::make(const Spec& s, std::vector<Loa
   return std::make_shared<DropoutKernel>(std::move(k[0]), s, args);
 }
 
-size_t DropoutSpec::hash() const {
-  return hash_words({static_cast<int64_t>(dtype), vec}) ^ std::hash<std::string>()(arch);
-}
-
 std::vector<jit::KernelSource> DropoutSpec::sources() const {
   const std::string name =
       std::string("dropout_fwd__") + short_type_name(dtype) + "__v" + std::to_string(vec) + "__" + arch;

@@ -22,16 +22,14 @@ namespace tileops::nvrtc {
 struct DropoutProblem {
   c10::ScalarType dtype;
   int vec;  // elements an access (16 bytes at most), as x's and y's alignment allow
-  bool operator==(const DropoutProblem& o) const { return dtype == o.dtype && vec == o.vec; }
-  size_t hash() const { return hash_words({static_cast<int64_t>(dtype), vec}); }
+  TILEOPS_IDENTITY(DropoutProblem, dtype, vec)
 };
 
 struct DropoutSpec {
   c10::ScalarType dtype;
   int vec;
   std::string arch;
-  bool operator==(const DropoutSpec& o) const { return dtype == o.dtype && vec == o.vec && arch == o.arch; }
-  size_t hash() const;
+  TILEOPS_IDENTITY(DropoutSpec, dtype, vec, arch)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };
