@@ -1,13 +1,10 @@
 // The activation functions of the activation family, in float32 (torch's opmath for fp16/bf16).
-// ACT ids are shared with the host (src/targets/nvrtc/activation/activation.h: enum class Act).
+// ACT ids: common/op_ids.cuh (the host names them in src/targets/nvrtc/activation/activation.h).
 #pragma once
 #include "common/fast_math.cuh"
+#include "common/op_ids.cuh"
 
 namespace tileops {
-
-enum : int { kActRelu = 0, kActSilu = 1, kActGelu = 2, kActGeluTanh = 3, kActSigmoid = 4, kActQuickGelu = 5 };
-// Gated-only functions of a (gate, up) pair with run-time scalars (src/kernels/activation/gated_fwd.cuh).
-enum : int { kActFatRelu = 6, kActSwigluOai = 7 };
 
 namespace act_detail {
 

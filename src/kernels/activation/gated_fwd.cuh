@@ -16,8 +16,6 @@
 
 namespace tileops {
 
-enum : int { kGateFirst = 0, kGateSecond = 1, kGateInterleaved = 2 };
-
 // f of one (gate, up) pair of x's storage type T, in fp32.
 template <int ACT, bool FAST, typename T>
 __device__ __forceinline__ float gated(T gate, T up, float a, float b) {

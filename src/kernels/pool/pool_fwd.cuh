@@ -21,11 +21,9 @@
 #include "common/dtypes.cuh"
 #include "common/fast_math.cuh"
 #include "common/int_divider.cuh"
+#include "common/op_ids.cuh"
 
 namespace tileops {
-
-constexpr int kPoolAvg = 0;
-constexpr int kPoolMax = 1;
 
 // Spatial geometry, the op's R dims last (dims before 3 - R are unused). Mirrored on the host by
 // PoolGeometry in src/targets/nvrtc/pool/pool.h: same fields, same order, all 64-bit.

@@ -9,20 +9,15 @@
 //  - reduce_cols (I > 1): a warp's lanes own VEC adjacent columns each; the CTA's TY warps stride
 //    over n and meet in shared memory. SPLIT: each CTA covers a chunk of n, into `ws`.
 //  - reduce_finish: merges the partial states of each output (the second pass).
-// Ops (kReduce*, the same ids as ReduceOp in src/targets/nvrtc/reduction/reduce.h) differ only in their
+// Ops (kReduce*, common/op_ids.cuh; ReduceOp on the host takes its values from them) differ only in their
 // state, how an element joins it, how two states merge and what is written.
 #pragma once
 #include "common/dtypes.cuh"
 #include "common/fast_math.cuh"
+#include "common/op_ids.cuh"
 #include "common/reduce.cuh"
 
 namespace tileops {
-
-enum : int {
-  kReduceSum = 0, kReduceMean = 1, kReduceAmax = 2, kReduceAmin = 3, kReduceProd = 4, kReduceVar = 5,
-  kReduceStd = 6, kReduceVarMean = 7, kReduceArgmax = 8, kReduceArgmin = 9, kReduceAll = 10, kReduceAny = 11,
-  kReduceCountNonzero = 12, kReduceL1 = 13, kReduceL2 = 14, kReduceInf = 15, kReduceLogSumExp = 16,
-};
 
 namespace reduce_detail {
 

@@ -15,10 +15,9 @@
 //    each starting from the totals of the slices before it (scan_col_totals, then scan_col_carries).
 #pragma once
 #include "common/dtypes.cuh"
+#include "common/op_ids.cuh"
 
 namespace tileops {
-
-enum : int { kScanSum = 0, kScanProd = 1, kScanLogSumExp = 2 };
 
 namespace scan_detail {
 

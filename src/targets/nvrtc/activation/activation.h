@@ -12,16 +12,18 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/common/op_ids.cuh"
 #include "targets/nvrtc/nvrtc_target.h"
 
 namespace tileops::nvrtc {
 
-// Same ids as kAct* in src/kernels/activation/act.cuh (FatRelu and SwigluOai: gated only).
+// The kernels' ids (kernels/common/op_ids.cuh); FatRelu and SwigluOai are gated only.
 enum class Act : int {
-  Relu = 0, Silu = 1, Gelu = 2, GeluTanh = 3, Sigmoid = 4, QuickGelu = 5, FatRelu = 6, SwigluOai = 7
+  Relu = kActRelu, Silu = kActSilu, Gelu = kActGelu, GeluTanh = kActGeluTanh, Sigmoid = kActSigmoid,
+  QuickGelu = kActQuickGelu, FatRelu = kActFatRelu, SwigluOai = kActSwigluOai
 };
-// Where a gated op's gate and up values sit in x's last dim; same ids as kGate* in gated_fwd.cuh.
-enum class GateLayout : int { First = 0, Second = 1, Interleaved = 2 };
+// Where a gated op's gate and up values sit in x's last dim.
+enum class GateLayout : int { First = kGateFirst, Second = kGateSecond, Interleaved = kGateInterleaved };
 
 struct ActivationSpec {
   c10::ScalarType dtype;  // x's

@@ -20,14 +20,15 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/common/op_ids.cuh"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
 
-// Same ids as kPoolAvg / kPoolMax in pool_fwd.cuh.
-enum class PoolMode : int { Avg = 0, Max = 1 };
+// The kernels' ids (kernels/common/op_ids.cuh).
+enum class PoolMode : int { Avg = kPoolAvg, Max = kPoolMax };
 
 // kernel, stride, padding and dilation of the kernel's dims 0..2 (the op's dims last), 12 values; all
 // zero where the window is not small enough to be written into a kernel (pool_small_window).

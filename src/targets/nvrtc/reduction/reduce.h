@@ -12,16 +12,19 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/common/op_ids.cuh"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
 
-// Same ids as kReduce* in src/kernels/reduction/reduce.cuh.
+// The kernels' ids (kernels/common/op_ids.cuh).
 enum class ReduceOp : int {
-  Sum = 0, Mean = 1, Amax = 2, Amin = 3, Prod = 4, Var = 5, Std = 6, VarMean = 7, Argmax = 8, Argmin = 9,
-  All = 10, Any = 11, CountNonzero = 12, L1 = 13, L2 = 14, Inf = 15, LogSumExp = 16,
+  Sum = kReduceSum, Mean = kReduceMean, Amax = kReduceAmax, Amin = kReduceAmin, Prod = kReduceProd,
+  Var = kReduceVar, Std = kReduceStd, VarMean = kReduceVarMean, Argmax = kReduceArgmax, Argmin = kReduceArgmin,
+  All = kReduceAll, Any = kReduceAny, CountNonzero = kReduceCountNonzero, L1 = kReduceL1, L2 = kReduceL2,
+  Inf = kReduceInf, LogSumExp = kReduceLogSumExp,
 };
 const char* reduce_op_name(ReduceOp op);
 // Bytes of the op's partial state in a split's workspace (reduce.cuh's Reducer<OP>::State).

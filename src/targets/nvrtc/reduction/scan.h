@@ -14,14 +14,15 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/common/op_ids.cuh"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/tuning.h"
 
 namespace tileops::nvrtc {
 
-// Same ids as kScan* in src/kernels/reduction/scan.cuh.
-enum class ScanOp : int { Sum = 0, Prod = 1, LogSumExp = 2 };
+// The kernels' ids (kernels/common/op_ids.cuh).
+enum class ScanOp : int { Sum = kScanSum, Prod = kScanProd, LogSumExp = kScanLogSumExp };
 const char* scan_op_name(ScanOp op);
 
 enum class ScanImpl : int {
