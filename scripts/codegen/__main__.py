@@ -53,6 +53,7 @@ def main(argv=None) -> int:
             "tileops_generated/op_table.cpp": emit_cpp.emit_op_table(ops),
             "tileops_generated/ops.h": emit_cpp.emit_ops_header(ops),
             "tileops_generated/composite.h": emit_cpp.emit_composite_header(ops),
+            "tileops_generated/callers.h": emit_cpp.emit_callers_header(ops),
             "tileops_generated/elementwise.h": emit_cpp.emit_elementwise_header(ops),
             "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
             "tileops_generated/workload_calls.cpp": emit_workloads.emit(ops),

@@ -947,6 +947,28 @@ def emit_composite_header(ops) -> str:
     return "\n".join(out) + "\n"
 
 
+def emit_callers_header(ops) -> str:
+    """Typed callers of every registered operator through the dispatcher, for C++ inside the library
+    (the composite bodies): tileops::call::<operator>(args...), the schema's types written once, here."""
+    out = [banner(o.path for o in ops), "#pragma once", "", "#include <ATen/core/Tensor.h>",
+           "#include <ATen/core/dispatch/Dispatcher.h>", "", "#include <optional>", "#include <tuple>", "",
+           "namespace tileops::call {", ""]
+    for op in ops:
+        if op.status != "implemented":
+            continue
+        for b in op.branches:
+            params = cpp_params(op, b, False)
+            if op.has_boundary:
+                params += (", " if params else "") + "std::optional<c10::string_view> target = std::nullopt"
+            out += [f"// {op.cls} ({op.path}:{op.line})",
+                    f"inline {return_type(op, b)} {op.operator_name(b)}({params}) {{",
+                    f"  {_handle(op, b)}",
+                    f"  return handle.call({cpp_arg_names(op, b, op.has_boundary)});",
+                    "}"]
+    out += ["", "}  // namespace tileops::call"]
+    return "\n".join(out) + "\n"
+
+
 def _dtype_expr(op: Op, o: Output) -> str:
     return _rule_expr(op, o.dtype)
 

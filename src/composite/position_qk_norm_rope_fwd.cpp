@@ -5,8 +5,8 @@
 // never this op. The in-place steps only touch fresh tensors (qn, kn) and then copy_ into the
 // caller's q/k: functionalization turns those into functional ops plus input write-backs.
 #include <ATen/core/Tensor.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
+#include "tileops_generated/callers.h"
 #include "tileops_generated/composite.h"
 
 namespace tileops::composite {
@@ -15,23 +15,13 @@ void position_qk_norm_rope_fwd_writes_k_writes_q(const at::Tensor& positions, co
                                                  const at::Tensor& q_weight, const at::Tensor& k_weight,
                                                  const at::Tensor& cos_sin_cache, std::optional<double> eps,
                                                  bool is_neox) {
-  static const auto rms_norm =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("tileops::norm_rms_norm_fwd", "")
-          .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&, c10::SymIntArrayRef,
-                            std::optional<double>, std::optional<c10::string_view>)>();
-  using Rope = void(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
-                    std::optional<c10::string_view>);
-  static const auto rope_neox = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("tileops::position_rope_neox_fwd_writes_k_writes_q", "")
-                                    .typed<Rope>();
-  static const auto rope_gptj = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("tileops::position_rope_non_neox_fwd_writes_k_writes_q", "")
-                                    .typed<Rope>();
   const c10::SymInt head_dim = q.sym_size(2);  // SymInt: dynamic shapes trace without specialising
-  const at::Tensor qn = rms_norm.call(q, q_weight, c10::SymIntArrayRef(&head_dim, 1), eps, std::nullopt);
-  const at::Tensor kn = rms_norm.call(k, k_weight, c10::SymIntArrayRef(&head_dim, 1), eps, std::nullopt);
-  (is_neox ? rope_neox : rope_gptj).call(positions, qn, kn, cos_sin_cache, std::nullopt);
+  const at::Tensor qn = call::norm_rms_norm_fwd(q, q_weight, c10::SymIntArrayRef(&head_dim, 1), eps);
+  const at::Tensor kn = call::norm_rms_norm_fwd(k, k_weight, c10::SymIntArrayRef(&head_dim, 1), eps);
+  if (is_neox)
+    call::position_rope_neox_fwd_writes_k_writes_q(positions, qn, kn, cos_sin_cache);
+  else
+    call::position_rope_non_neox_fwd_writes_k_writes_q(positions, qn, kn, cos_sin_cache);
   q.copy_(qn);
   k.copy_(kn);
 }
