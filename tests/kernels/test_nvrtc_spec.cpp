@@ -23,6 +23,7 @@
 #include "targets/nvrtc/norm/norm_bwd_launch.h"
 #include "targets/nvrtc/norm/row_norm_launch.h"
 #include "targets/nvrtc/pool/pool.h"
+#include "targets/nvrtc/reduction/reduce.h"
 #include "targets/nvrtc/reduction/softmax_launch.h"
 #include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
@@ -236,6 +237,39 @@ void expect_identity(const S& base, std::initializer_list<std::function<void(S&)
     EXPECT_NE(other.hash(), base.hash()) << "field " << field;
     ++field;
   }
+}
+
+// Each family's plans read one table: its constexpr defaults with TILEOPS_TUNE's keys laid over them.
+TEST(TuningTables, EachKeyOverridesItsFamilysTableAndNothingElse) {
+  EXPECT_EQ(row_norm_table(Tuning{}).vecs_per_thread, kRowNormTable.vecs_per_thread);
+  const RowNormTable r = row_norm_table(parse_tuning(
+      "rms_vecs_per_thread=8,rms_few_rows_vpt=4,cluster_cta_bytes=16384,cluster_max=16,cluster_vpt=8,"
+      "staged_cluster_vpt=8,staged_min_row_bytes=4096,staged_row_vpt=16"));
+  EXPECT_EQ(std::make_tuple(r.vecs_per_thread, r.few_rows_vecs_per_thread, r.cluster_cta_bytes, r.cluster_max,
+                            r.cluster_vpt, r.cluster_staged_vpt),
+            std::make_tuple(8, 4, 16384, 16, 8, 8));
+  for (int v : {r.rms_staged_min_row_bytes, r.fused_staged_min_row_bytes, r.ln_staged_min_row_bytes}) EXPECT_EQ(v, 4096);
+  for (int v : {r.rms_staged_vpt, r.fused_staged_vpt, r.ln_staged_vpt_short, r.ln_staged_vpt_long}) EXPECT_EQ(v, 16);
+  EXPECT_EQ(r.register_max_row_bytes, kRowNormTable.register_max_row_bytes);  // no key
+
+  const SoftmaxTable sm = softmax_table(parse_tuning("softmax_vecs_per_thread=8,staged_row_vpt=2,cluster_max=4"));
+  EXPECT_EQ(std::make_tuple(sm.vecs_per_thread, sm.staged_vpt, sm.staged_long_vpt, sm.cluster_max),
+            std::make_tuple(8, 2, 2, 4));
+  EXPECT_EQ(sm.split_chunk, kSoftmaxTable.split_chunk);
+
+  const NormBwdTable nb = norm_bwd_table(parse_tuning(
+      "norm_bwd_vecs_per_thread=8,norm_bwd_cta_threads=128,norm_bwd_blocks_per_sm=1,norm_bwd_plain_reduce=1"));
+  EXPECT_EQ(std::make_tuple(nb.vecs_per_thread, nb.cta_threads, nb.blocks_per_sm, nb.plain_reduce),
+            std::make_tuple(8, 128, 1, true));
+
+  const GroupNormTable gn = group_norm_table(parse_tuning("gn_vecs_per_thread=2,gn_running_vecs_per_thread=2,gn_cta_threads=32"));
+  EXPECT_EQ(std::make_tuple(gn.vecs_per_thread, gn.running_vecs_per_thread, gn.rows_cta_threads, gn.cta_threads),
+            std::make_tuple(2, 2, 32, kGroupNormTable.cta_threads));  // a split chunk's CTA keeps its size
+
+  const ReduceTable rd = reduce_table(parse_tuning("reduce_cols_warps=4,reduce_ctas_per_sm=2,reduce_split_vecs=8,"
+                                                   "reduce_cols_split_rows=32,reduce_cols_vec=8"));
+  EXPECT_EQ(std::make_tuple(rd.cols_warps, rd.fill_ctas_per_sm, rd.min_split_vecs, rd.cols_split_rows, rd.cols_max_vec),
+            std::make_tuple(4, 2, 8, 32, 8));
 }
 
 TEST(SpecIdentity, HashIdentityFoldsStringsArraysAndVectors) {

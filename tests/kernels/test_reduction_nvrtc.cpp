@@ -186,7 +186,7 @@ TEST(SoftmaxImplementations, ChosenByDeclaredApplicabilityAndPreference) {
 TEST(SoftmaxImplementations, DeclarationOrderDecidesNothing) {
   auto impls = tileops::nvrtc::softmax_implementations();
   const SoftmaxProblem problems[] = {{false, c10::kBFloat16, 128256, 8, true}, {false, c10::kBFloat16, 4096, 8, true}};
-  const tileops::nvrtc::Tuning t;
+  const tileops::nvrtc::SoftmaxTable& t = tileops::nvrtc::kSoftmaxTable;
   for (const auto& [p, cc] : {std::pair{problems[0], 9}, std::pair{problems[0], 8}, std::pair{problems[1], 9}}) {
     const DeviceFacts dev = facts(cc);
     const tileops::nvrtc::SoftmaxQuery q{p, 8, dev, t};
@@ -205,7 +205,7 @@ TEST(SoftmaxImplementations, AMissingPreferenceIsAnError) {
     const SoftmaxProblem p{false, c10::kBFloat16, 128256, 8, true};
     const DeviceFacts dev = facts(8);
     tileops::nvrtc::select_implementation("tileops::reduction_softmax_fwd", impls,
-                                          tileops::nvrtc::SoftmaxQuery{p, 8, dev, tileops::nvrtc::Tuning{}});
+                                          tileops::nvrtc::SoftmaxQuery{p, 8, dev, tileops::nvrtc::kSoftmaxTable});
     FAIL() << "expected an error";
   } catch (const c10::Error& e) {
     const std::string what = e.what();

@@ -54,7 +54,7 @@ void plan_staged(RowNormSpec& s, int per_thread) {
   s.staged = true;
   s.cluster = s.rows = 1;
   s.cache = true;
-  s.tpr = tileops::nvrtc::staged_row_threads(s.n / s.vec, per_thread, tileops::nvrtc::Tuning{});
+  s.tpr = tileops::nvrtc::staged_row_threads(s.n / s.vec, per_thread);
 }
 
 struct Case {
@@ -186,7 +186,7 @@ TEST(RmsNormImplementations, StagedOnlyForSixteenByteAccessesWithinTheSharedMemo
 TEST(RmsNormImplementations, DeclarationOrderDecidesNothing) {
   using namespace tileops::nvrtc;
   auto impls = row_norm_implementations();
-  const Tuning t;
+  const tileops::nvrtc::RowNormTable& t = tileops::nvrtc::kRowNormTable;
   for (auto [n, dtype, max_vec, cc] : {std::tuple{int64_t{4096}, c10::kBFloat16, 8, 9}, std::tuple{int64_t{131072}, c10::kBFloat16, 8, 9},
                                        std::tuple{int64_t{131072}, c10::kBFloat16, 8, 8}, std::tuple{int64_t{1} << 20, c10::kFloat, 4, 9}}) {
     const RowNormProblem p{RowNormOp::kRmsNorm, dtype, n, max_vec, true};

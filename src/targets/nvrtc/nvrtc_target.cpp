@@ -290,10 +290,8 @@ void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev)
                 ("shared memory size of " + k.name).c_str());
 }
 
-bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, const Tuning& t, RowCluster& out) {
-  const int kCtaBytes = t.cluster_cta_bytes ? t.cluster_cta_bytes : cta_bytes;
-  const int kPerThread = t.cluster_vpt ? t.cluster_vpt : 4;
-  const int kMaxCluster = t.cluster_max ? t.cluster_max : max_cluster;
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, int per_thread, RowCluster& out) {
+  const int kCtaBytes = cta_bytes, kPerThread = per_thread, kMaxCluster = max_cluster;
   const int64_t bytes = vecs * vec_bytes;
   out.cluster = 2;
   while (out.cluster < kMaxCluster && bytes > int64_t{kCtaBytes} * out.cluster) out.cluster *= 2;

@@ -149,13 +149,13 @@ bool dependent_launch_supported(const DeviceInfo& dev);
 // How one row of `vecs` accesses of `vec_bytes` each spreads over a thread-block cluster: the
 // smallest cluster (2 CTAs up to max_cluster) whose CTAs hold at most cta_bytes each, about 4
 // accesses a thread. False when a CTA's share would need more than 32 registers a thread (the row is
-// too long for a cluster's registers). Tuning keys cluster_cta_bytes, cluster_vpt and cluster_max
-// override the family's values.
+// too long for a cluster's registers). The family's table gives cta_bytes, max_cluster and per_thread
+// (tuning keys cluster_cta_bytes, cluster_max and cluster_vpt override them there).
 struct RowCluster {
   int cluster;     // CTAs per row
   int tpb;         // threads per CTA (power of two, 32..1024)
 };
-bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, const Tuning& t, RowCluster& out);
+bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, int per_thread, RowCluster& out);
 // Clusters over 8 CTAs (the portable limit) need an opt-in per kernel (build phase).
 void allow_large_clusters(const LoadedKernel& k, int cluster);
 // Opts the kernel into `bytes` of dynamic shared memory (build phase; nothing for 0). Opting in

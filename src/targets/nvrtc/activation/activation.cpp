@@ -103,14 +103,13 @@ struct ActivationFamily {
     return ActivationProblem{x.scalar_type(), act, gated, vec,
                              y.scalar_type() == x.scalar_type() ? c10::ScalarType::Undefined : y.scalar_type(), layout};
   }
-  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const {
-    return Spec{q.dtype, q.act, q.gated, q.vec, q.out_dtype, q.layout, dev.arch};
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const {
+    return Spec{q.dtype, q.act, q.gated, q.vec, q.out_dtype, q.layout, dev.arch, t.act_ctas_per_sm};
   }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
-    const int per_sm = tuning().act_ctas_per_sm;
-    return std::make_shared<ActivationKernel>(std::move(k[0]), s, dev.sm_count,
-                                              per_sm > 0 ? static_cast<long long>(per_sm) * dev.sm_count : 0x7fffffffLL,
-                                              scalars);
+    return std::make_shared<ActivationKernel>(
+        std::move(k[0]), s, dev.sm_count,
+        s.ctas_per_sm > 0 ? static_cast<long long>(s.ctas_per_sm) * dev.sm_count : 0x7fffffffLL, scalars);
   }
 };
 

@@ -42,7 +42,9 @@ struct ActivationSpec {
   bool layout_kernel() const {
     return gated && (layout != GateLayout::First || act == Act::FatRelu || act == Act::SwigluOai);
   }
-  TILEOPS_IDENTITY(ActivationSpec, dtype, act, gated, vec, out_dtype, layout, arch)
+  int ctas_per_sm = 0;  // > 0: a launch's grid capped at this many CTAs an SM (tuning: act_ctas_per_sm)
+
+  TILEOPS_IDENTITY(ActivationSpec, dtype, act, gated, vec, out_dtype, layout, arch, ctas_per_sm)
   std::vector<jit::KernelSource> sources() const;
   std::string describe() const;
 };

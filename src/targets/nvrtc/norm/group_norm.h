@@ -62,13 +62,16 @@ struct GroupNormTable {
   int running_vecs_per_thread = 1;  // the same with running stats: no reduction, so more threads
   int cache_vecs = 8;         // then up to this many each, in registers, up to max_tpr threads
   int max_tpr = 1024;
-  int cta_threads = 256;      // a CTA of short rows (several a CTA) or of a split row's chunk
+  int cta_threads = 256;      // a CTA of a split row's chunk
+  int rows_cta_threads = 256; // a CTA of short rows (several a CTA)
   int row_ctas_per_sm = 2;    // rows too long for registers: fewer rows than this per SM are split
   int split_waves = 4;        // split CTAs: about this many times what the SMs hold at once
   int min_split_vecs = 4;     // vectors a thread of a split chunk at least
   int max_splits = 4096;
 };
 constexpr GroupNormTable kGroupNormTable{};
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool): what the plans read.
+GroupNormTable group_norm_table(const Tuning& t);
 
 // plan(problem, device facts, tuning) -> spec: pure.
 GroupNormSpec plan_group_norm(const GroupNormProblem& q, const DeviceFacts& dev, const Tuning& t = {});

@@ -17,7 +17,7 @@ int64_t row_vecs(const GroupNormProblem& q, int vec) { return q.cpg * (q.hw / ve
 // The row kernel's shape: about vecs_per_thread vectors a thread on up to 256 threads a row, then up
 // to cache_vecs (the row still in registers) on up to max_tpr, then streamed; rows of a warp or less
 // share a CTA of cta_threads.
-GroupNormSpec row_shape(const GroupNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
+GroupNormSpec row_shape(const GroupNormProblem& q, const DeviceFacts& dev, const GroupNormTable& T) {
   GroupNormSpec s{};
   s.impl = GroupNormImpl::kRows;
   s.dtype = q.dtype;
@@ -27,14 +27,13 @@ GroupNormSpec row_shape(const GroupNormProblem& q, const DeviceFacts& dev, const
   s.running = q.running;
   s.arch = dev.arch;
   const int64_t lv = std::max<int64_t>(row_vecs(q, s.vec), 1);
-  const int vpt = q.running ? (t.gn_running_vecs_per_thread ? t.gn_running_vecs_per_thread : kT.running_vecs_per_thread)
-                            : (t.gn_vecs_per_thread ? t.gn_vecs_per_thread : kT.vecs_per_thread);
+  const int vpt = q.running ? T.running_vecs_per_thread : T.vecs_per_thread;
   s.tpr = next_pow2(std::clamp<int64_t>(ceil_div(lv, vpt), 1, 256));
-  if (ceil_div(lv, s.tpr) > kT.cache_vecs) s.tpr = next_pow2(std::clamp<int64_t>(ceil_div(lv, kT.cache_vecs), 1, kT.max_tpr));
+  if (ceil_div(lv, s.tpr) > T.cache_vecs) s.tpr = next_pow2(std::clamp<int64_t>(ceil_div(lv, T.cache_vecs), 1, T.max_tpr));
   const int64_t per_thread = ceil_div(lv, s.tpr);
   // Running stats need no reduction: nothing to keep between passes.
-  s.cache = q.running || per_thread > kT.cache_vecs ? 0 : next_pow2(per_thread);
-  s.rows = s.tpr > 32 ? 1 : std::max(1, (t.gn_cta_threads ? t.gn_cta_threads : kT.cta_threads) / s.tpr);
+  s.cache = q.running || per_thread > T.cache_vecs ? 0 : next_pow2(per_thread);
+  s.rows = s.tpr > 32 ? 1 : std::max(1, T.rows_cta_threads / s.tpr);
   return s;
 }
 
@@ -59,8 +58,16 @@ int group_norm_splits(const GroupNormProblem& q, const DeviceFacts& dev) {
                                               std::min<int64_t>(most, kT.max_splits)));
 }
 
+GroupNormTable group_norm_table(const Tuning& t) {
+  GroupNormTable T = kGroupNormTable;
+  if (t.gn_vecs_per_thread) T.vecs_per_thread = t.gn_vecs_per_thread;
+  if (t.gn_running_vecs_per_thread) T.running_vecs_per_thread = t.gn_running_vecs_per_thread;
+  if (t.gn_cta_threads) T.rows_cta_threads = t.gn_cta_threads;
+  return T;
+}
+
 GroupNormSpec plan_group_norm(const GroupNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  GroupNormSpec s = row_shape(q, dev, t);
+  GroupNormSpec s = row_shape(q, dev, group_norm_table(t));
   if (group_norm_splits(q, dev) > 1) {
     s.impl = GroupNormImpl::kSplit;
     s.tpr = kT.cta_threads;

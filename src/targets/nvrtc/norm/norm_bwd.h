@@ -35,8 +35,12 @@ struct NormBwdTable {
   int cta_threads = 256;              // short rows share a 256-thread CTA: fewer partial rows to sum
   int64_t one_cta_min_row_bytes = 8192;  // staged RMSNorm rows with dweight: one CTA an SM, half the partials
   int64_t few_walks = 8;              // LayerNorm calls of <= 8 row groups a CTA: one CTA an SM as well
+  int blocks_per_sm = 0;              // > 0: CTAs an SM of the persistent grid, in place of the plan's
+  bool plain_reduce = false;          // the reduction of the partial rows as a plain launch (tests)
 };
 constexpr NormBwdTable kNormBwdTable{};
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool): what the plans read.
+NormBwdTable norm_bwd_table(const Tuning& t);
 
 struct NormBwdProblem {
   bool layer;            // LayerNormBwdOp (else RMSNormBwdOp)
@@ -64,11 +68,13 @@ struct NormBwdSpec {
   bool smem;         // rows staged in shared memory one row ahead (cp.async)
   bool acc_reg;      // per-column partials in registers (else in the CTA's workspace row)
   int smem_bytes;    // dynamic shared memory per CTA
+  int tuned_blocks_per_sm = 0;  // the table's blocks_per_sm: > 0 replaces grid_per_sm (at most min_blocks)
+  bool plain_reduce = false;    // the reduction is not a programmatic dependent launch
   std::string arch;
   int threads() const { return tpr * rows; }
 
   TILEOPS_IDENTITY(NormBwdSpec, dtype, layer, n, vec, tpr, rows, min_blocks, grid_per_sm, has_weight, dw, db,
-                   float_weight, smem, acc_reg, smem_bytes, arch)
+                   float_weight, smem, acc_reg, smem_bytes, tuned_blocks_per_sm, plain_reduce, arch)
   std::string name() const;
   std::string template_expression() const;
   // The main kernel, then (with dweight or dbias) the reduction of the partial rows.
@@ -86,12 +92,12 @@ jit::KernelSource norm_bwd_reduce_source(c10::ScalarType dtype, bool dw, bool db
 
 // CTAs per SM of the persistent grid: the spec's grid_per_sm, bounded by the SM's threads, blocks and
 // shared memory.
-int norm_bwd_blocks_per_sm(const NormBwdSpec& s, const DeviceFacts& dev, const Tuning& t = {});
+int norm_bwd_blocks_per_sm(const NormBwdSpec& s, const DeviceFacts& dev);
 // The persistent grid's size for a device (before capping by the number of row groups of a call):
 // fixed per build and device, so the order in which partials are summed never changes.
-int norm_bwd_max_grid(const NormBwdSpec& s, const DeviceFacts& dev, const Tuning& t = {});
+int norm_bwd_max_grid(const NormBwdSpec& s, const DeviceFacts& dev);
 // The launch grid of a call of `rows` rows: at most max_grid CTAs and one a row group; one CTA an SM
 // for short LayerNorm calls. Fixed by spec, device and rows, so the order of the sums is too.
-int64_t norm_bwd_grid(const NormBwdSpec& s, int64_t rows, int max_grid, int sm_count, const Tuning& t = {});
+int64_t norm_bwd_grid(const NormBwdSpec& s, int64_t rows, int max_grid, int sm_count);
 
 }  // namespace tileops::nvrtc

@@ -34,7 +34,7 @@ class NormBwdKernel final : public Kernel {
     long long rows = dy_t.numel() / s_.n;
     // F.rms_norm: eps=None is torch.finfo(float32).eps for float16/bfloat16/float32 inputs.
     float eps = a.eps ? static_cast<float>(*a.eps) : FLT_EPSILON;
-    const long long grid = norm_bwd_grid(s_, rows, max_grid_, sm_count_, tuning());
+    const long long grid = norm_bwd_grid(s_, rows, max_grid_, sm_count_);
     // Per-CTA partial rows: [grid, n] for dweight, then [grid, n] for dbias. M = 0 gives grid = 0:
     // the main kernel is skipped and the reduction writes zeros (the gradient of no rows).
     at::Tensor ws;
@@ -105,10 +105,10 @@ NormBwdProblem NormBwdFamily::problem(const OpCall& call) const {
 std::shared_ptr<const Kernel> NormBwdFamily::make(const NormBwdSpec& s, std::vector<LoadedKernel> k,
                                                   const DeviceInfo& dev) const {
   allow_dynamic_smem(k[0], s.smem_bytes, dev);
-  const bool dependent = dependent_launch_supported(dev) && !tuning().norm_bwd_plain_reduce;
+  const bool dependent = dependent_launch_supported(dev) && !s.plain_reduce;
   if (k.size() > 1)
     log::debug("tileops: " + k[1].name + (dependent ? " is a programmatic dependent launch" : " is a plain launch"));
-  const int max_grid = norm_bwd_max_grid(s, dev, tuning());
+  const int max_grid = norm_bwd_max_grid(s, dev);
   return std::make_shared<NormBwdKernel>(std::move(k), s, args, max_grid, dev.sm_count, dependent);
 }
 

@@ -10,7 +10,6 @@
 
 namespace tileops::nvrtc {
 namespace {
-const NormBwdTable& kT = kNormBwdTable;
 const char* tf(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
@@ -18,7 +17,17 @@ int norm_bwd_smem_budget(int max_smem_optin) {
   return std::min(kNormBwdSmemBudget, max_smem_optin - kNormBwdStaticSmem);
 }
 
+NormBwdTable norm_bwd_table(const Tuning& t) {
+  NormBwdTable T = kNormBwdTable;
+  if (t.norm_bwd_vecs_per_thread) T.vecs_per_thread = t.norm_bwd_vecs_per_thread;
+  if (t.norm_bwd_cta_threads) T.cta_threads = t.norm_bwd_cta_threads;
+  if (t.norm_bwd_blocks_per_sm) T.blocks_per_sm = t.norm_bwd_blocks_per_sm;
+  if (t.norm_bwd_plain_reduce) T.plain_reduce = true;
+  return T;
+}
+
 NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const NormBwdTable T = norm_bwd_table(t);
   const int64_t n = q.n;
   TORCH_CHECK(n >= 1 && n <= (int64_t{1} << 24), "tileops: norm backward rows of 1..2^24 elements, got ", n);
   const int smem_budget = norm_bwd_smem_budget(dev.max_smem_optin);
@@ -38,7 +47,7 @@ NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const
   const int64_t vecs = n / p.vec;
   // Threads per row as in the forward: about vecs_per_thread vectors a thread on up to 256 threads,
   // then up to 8 on wider CTAs.
-  const int target = t.norm_bwd_vecs_per_thread ? t.norm_bwd_vecs_per_thread : kT.vecs_per_thread;
+  const int target = T.vecs_per_thread;
   p.tpr = std::min<int>(256, next_pow2((vecs + target - 1) / target));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   const int64_t per = (vecs + p.tpr - 1) / p.tpr;
@@ -70,7 +79,7 @@ NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const
       p.smem_bytes = 0;
     }
   };
-  const int cta_threads = next_pow2(t.norm_bwd_cta_threads ? t.norm_bwd_cta_threads : kT.cta_threads);
+  const int cta_threads = next_pow2(T.cta_threads);
   p.rows = p.tpr < cta_threads ? cta_threads / p.tpr : 1;
   decide();
   // Workspace partials are owned by one row group per CTA; a combine buffer must fit shared memory.
@@ -89,12 +98,14 @@ NormBwdSpec plan_norm_bwd(const NormBwdProblem& q, const DeviceFacts& dev, const
   p.min_blocks = std::clamp(blocks, 1, 32);
   // Staged RMSNorm rows of 8 KB and more, with dweight: one CTA an SM. Shorter rows, dx alone and
   // LayerNorm keep min_blocks.
-  p.grid_per_sm = !layer && p.smem && p.dw && n * elem >= kT.one_cta_min_row_bytes ? 1 : p.min_blocks;
+  p.grid_per_sm = !layer && p.smem && p.dw && n * elem >= T.one_cta_min_row_bytes ? 1 : p.min_blocks;
+  p.tuned_blocks_per_sm = T.blocks_per_sm;
+  p.plain_reduce = T.plain_reduce;
   return p;
 }
 
-int norm_bwd_blocks_per_sm(const NormBwdSpec& p, const DeviceFacts& dev, const Tuning& t) {
-  int b = t.norm_bwd_blocks_per_sm > 0 ? std::min(t.norm_bwd_blocks_per_sm, p.min_blocks) : p.grid_per_sm;
+int norm_bwd_blocks_per_sm(const NormBwdSpec& p, const DeviceFacts& dev) {
+  int b = p.tuned_blocks_per_sm > 0 ? std::min(p.tuned_blocks_per_sm, p.min_blocks) : p.grid_per_sm;
   b = std::min(b, dev.threads_per_sm / p.threads());
   b = std::min(b, dev.blocks_per_sm);
   // Beside the stages, each CTA's static reduction scratch (at most kNormBwdStaticSmem).
@@ -102,20 +113,20 @@ int norm_bwd_blocks_per_sm(const NormBwdSpec& p, const DeviceFacts& dev, const T
   return std::max(1, b);
 }
 
-int norm_bwd_max_grid(const NormBwdSpec& p, const DeviceFacts& dev, const Tuning& t) {
-  int64_t g = int64_t{std::max(1, dev.sm_count)} * norm_bwd_blocks_per_sm(p, dev, t);
+int norm_bwd_max_grid(const NormBwdSpec& p, const DeviceFacts& dev) {
+  int64_t g = int64_t{std::max(1, dev.sm_count)} * norm_bwd_blocks_per_sm(p, dev);
   const int nacc = int{p.dw} + int{p.db};
   if (nacc > 0) g = std::min<int64_t>(g, std::max<int64_t>(1, kNormBwdWorkspaceBudget / (int64_t{p.n} * 4 * nacc)));
   return static_cast<int>(g);
 }
 
-int64_t norm_bwd_grid(const NormBwdSpec& p, int64_t rows, int max_grid, int sm_count, const Tuning& t) {
+int64_t norm_bwd_grid(const NormBwdSpec& p, int64_t rows, int max_grid, int sm_count) {
   const int64_t groups = (rows + p.rows - 1) / p.rows;
   int64_t grid = std::min<int64_t>(max_grid, groups);
   // LayerNorm calls of few row groups a CTA run one CTA an SM: half the partial rows of dweight and
   // dbias to reduce, which costs more than a second CTA an SM gains over so short a walk. Not under
   // the norm_bwd_blocks_per_sm tuning key.
-  if (p.layer && (p.dw || p.db) && t.norm_bwd_blocks_per_sm == 0 && groups <= kT.few_walks * max_grid)
+  if (p.layer && (p.dw || p.db) && p.tuned_blocks_per_sm == 0 && groups <= kNormBwdTable.few_walks * max_grid)
     grid = std::min<int64_t>(grid, std::max(1, sm_count));
   return grid;
 }

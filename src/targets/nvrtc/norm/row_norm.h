@@ -90,6 +90,7 @@ struct RowNormTable {
   int64_t register_max_row_bytes = 65536;  // longer rows take the cluster or staged plans
   int cluster_cta_bytes = 32768;           // fewer, larger CTAs: 16 KB ones (16 a cluster) were slower
   int cluster_max = 8;
+  int cluster_vpt = 4;                     // vectors a thread of a register cluster chunk
   int cluster_staged_vpt = 16;             // more loads in flight a thread while the chunk lands
   int64_t cluster_staged_max_smem = 131072;
   int rms_staged_min_row_bytes = 16384;    // 8 KB rows run the same in registers
@@ -103,13 +104,15 @@ struct RowNormTable {
   int64_t ln_one_pass_max_n = 16384;       // bf16 rows up to this take one shifted pass (precision bounds it)
 };
 constexpr RowNormTable kRowNormTable{};
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool): what the plans read.
+RowNormTable row_norm_table(const Tuning& t);
 
 // What an implementation's applicability reads: the problem, its access width, the device and tuning.
 struct RowNormQuery {
   const RowNormProblem& q;
   int vec;
   const DeviceFacts& dev;
-  const Tuning& t;
+  const RowNormTable& T;
 };
 const std::vector<Implementation<RowNormQuery>>& row_norm_implementations();
 const char* row_norm_impl_name(RowNormImpl impl);
@@ -122,9 +125,8 @@ inline bool row_norm_few_rows(int64_t rows) { return rows <= kRowNormTable.few_r
 RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 
 // Staged rows shared with softmax: sm_90+ (bulk copies), 16-byte accesses, rows of min_row_bytes
-// (tuning: staged_min_row_bytes) up to 64 KB; threads a CTA for about per_thread vectors each.
-bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, const DeviceFacts& dev, int min_row_bytes,
-                        const Tuning& t);
-int staged_row_threads(int64_t vecs, int per_thread, const Tuning& t);
+// up to 64 KB; threads a CTA for about per_thread vectors each (both from the family's table).
+bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, const DeviceFacts& dev, int min_row_bytes);
+int staged_row_threads(int64_t vecs, int per_thread);
 
 }  // namespace tileops::nvrtc

@@ -8,7 +8,6 @@
 namespace tileops::nvrtc {
 namespace {
 
-const RowNormTable& kT = kRowNormTable;
 
 int elem_size(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 int64_t row_bytes(const RowNormProblem& q) { return q.n * elem_size(q.dtype); }
@@ -19,10 +18,9 @@ bool fused(RowNormOp op) { return op == RowNormOp::kFusedAddRmsNorm; }
 // wider than a warp reduce through shared memory and own their CTA. A call of few RMSNorm rows in
 // registers spreads each row wider (up to 1024 threads): fewer loads a thread, and the kernel then
 // loads the weight with x rather than after the reduction.
-void plan_row_per_cta(RowNormSpec& s, const RowNormProblem& q, bool cache, const Tuning& t) {
+void plan_row_per_cta(RowNormSpec& s, const RowNormProblem& q, bool cache, const RowNormTable& T) {
   const bool few = cache && q.few_rows && q.op != RowNormOp::kLayerNorm && q.quant == RowNormQuant::kNone;
-  const int target = few ? (t.rms_few_rows_vpt ? t.rms_few_rows_vpt : kT.few_rows_vecs_per_thread)
-                         : (t.rms_vecs_per_thread ? t.rms_vecs_per_thread : kT.vecs_per_thread);
+  const int target = few ? T.few_rows_vecs_per_thread : T.vecs_per_thread;
   const int64_t vecs = s.n / s.vec;
   s.tpr = std::min<int>(few ? 1024 : 256, next_pow2((vecs + target - 1) / target));
   // A row the power-of-two threads split unevenly (3584 bf16: 448 vectors, 3.5 a thread) takes
@@ -38,18 +36,19 @@ void plan_row_per_cta(RowNormSpec& s, const RowNormProblem& q, bool cache, const
 // Cluster: the row spread over 2..cluster_max CTAs of at most cluster_cta_bytes each; with 16-byte
 // accesses each CTA's chunk (and the residual's) is staged in shared memory. False when the chunk
 // does not fit a CTA's registers.
-bool plan_cluster(RowNormSpec& s, const Tuning& t) {
+bool plan_cluster(RowNormSpec& s, const RowNormTable& T) {
   RowCluster rc{};
   const int64_t vecs = s.n / s.vec;
-  const bool fits = plan_row_cluster(vecs, s.vec * elem_size(s.dtype), kT.cluster_cta_bytes, kT.cluster_max, t, rc);
+  const bool fits = plan_row_cluster(vecs, s.vec * elem_size(s.dtype), T.cluster_cta_bytes, T.cluster_max,
+                                     T.cluster_vpt, rc);
   s.cluster = rc.cluster;
   s.tpr = rc.tpb;
   s.rows = 1;
   s.cache = true;
   const int64_t chunk = (vecs + s.cluster - 1) / s.cluster;
-  s.staged = s.vec * elem_size(s.dtype) == 16 && chunk * 16 * (fused(s.op) ? 2 : 1) <= kT.cluster_staged_max_smem;
+  s.staged = s.vec * elem_size(s.dtype) == 16 && chunk * 16 * (fused(s.op) ? 2 : 1) <= T.cluster_staged_max_smem;
   if (s.staged) {
-    const int vpt = t.staged_cluster_vpt ? t.staged_cluster_vpt : kT.cluster_staged_vpt;
+    const int vpt = T.cluster_staged_vpt;
     s.tpr = std::clamp(next_pow2((chunk + vpt - 1) / vpt), 32, 1024);
   }
   return fits;
@@ -76,23 +75,23 @@ RowNormSpec base_spec(const RowNormProblem& q, int vec, const DeviceFacts& dev) 
 // The cluster and staged kernels read a weight of the row's dtype and scale by it as it is.
 bool plain_weight(const RowNormProblem& q) { return !q.float_weight && !q.gemma && q.quant == RowNormQuant::kNone; }
 
-bool register_resident_applies(const RowNormQuery& r) { return row_bytes(r.q) <= kT.register_max_row_bytes; }
+bool register_resident_applies(const RowNormQuery& r) { return row_bytes(r.q) <= r.T.register_max_row_bytes; }
 bool cluster_applies(const RowNormQuery& r) {
   if (r.q.op == RowNormOp::kLayerNorm || r.dev.cc_major < 9 || !plain_weight(r.q)) return false;
   RowNormSpec s = base_spec(r.q, r.vec, r.dev);
-  return plan_cluster(s, r.t);
+  return plan_cluster(s, r.T);
 }
 bool streaming_applies(const RowNormQuery& r) { return r.q.quant == RowNormQuant::kNone; }
 bool staged_applies(const RowNormQuery& r) {
   if (!plain_weight(r.q)) return false;
   switch (r.q.op) {
     case RowNormOp::kFusedAddRmsNorm:
-      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.fused_staged_min_row_bytes, r.t);
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, r.T.fused_staged_min_row_bytes);
     case RowNormOp::kRmsNorm:
-      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.rms_staged_min_row_bytes, r.t) &&
-             row_bytes(r.q) <= kT.rms_staged_max_row_bytes;
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, r.T.rms_staged_min_row_bytes) &&
+             row_bytes(r.q) <= r.T.rms_staged_max_row_bytes;
     case RowNormOp::kLayerNorm:
-      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.ln_staged_min_row_bytes, r.t);
+      return staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, r.T.ln_staged_min_row_bytes);
   }
   return false;
 }
@@ -145,46 +144,60 @@ const char* row_norm_impl_name(RowNormImpl impl) {
   return "?";
 }
 
-bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, const DeviceFacts& dev, int min_row_bytes,
-                        const Tuning& t) {
+bool staged_row_applies(c10::ScalarType dtype, int64_t n, int vec, const DeviceFacts& dev, int min_row_bytes) {
   const int64_t bytes = n * elem_size(dtype);
-  const int min_bytes = t.staged_min_row_bytes ? t.staged_min_row_bytes : min_row_bytes;
-  return dev.cc_major >= 9 && vec * elem_size(dtype) == 16 && bytes >= min_bytes && bytes <= 65536;
+  return dev.cc_major >= 9 && vec * elem_size(dtype) == 16 && bytes >= min_row_bytes && bytes <= 65536;
 }
 
-int staged_row_threads(int64_t vecs, int per_thread, const Tuning& t) {
-  const int v = t.staged_row_vpt ? t.staged_row_vpt : per_thread;
-  return std::clamp(next_pow2((vecs + v - 1) / v), 32, 1024);
+int staged_row_threads(int64_t vecs, int per_thread) {
+  return std::clamp(next_pow2((vecs + per_thread - 1) / per_thread), 32, 1024);
+}
+
+RowNormTable row_norm_table(const Tuning& t) {
+  RowNormTable T = kRowNormTable;
+  auto set = [](auto& field, int v) { if (v) field = v; };
+  set(T.vecs_per_thread, t.rms_vecs_per_thread);
+  set(T.few_rows_vecs_per_thread, t.rms_few_rows_vpt);
+  set(T.cluster_cta_bytes, t.cluster_cta_bytes);
+  set(T.cluster_max, t.cluster_max);
+  set(T.cluster_vpt, t.cluster_vpt);
+  set(T.cluster_staged_vpt, t.staged_cluster_vpt);
+  for (int* f : {&T.rms_staged_min_row_bytes, &T.fused_staged_min_row_bytes, &T.ln_staged_min_row_bytes})
+    set(*f, t.staged_min_row_bytes);
+  for (int* f : {&T.rms_staged_vpt, &T.fused_staged_vpt, &T.ln_staged_vpt_short, &T.ln_staged_vpt_long})
+    set(*f, t.staged_row_vpt);
+  return T;
 }
 
 RowNormSpec plan_row_norm(const RowNormProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const RowNormTable T = row_norm_table(t);
   TORCH_CHECK(q.op != RowNormOp::kLayerNorm || (!q.gemma && q.quant == RowNormQuant::kNone), op_name(q.op),
               ": the LayerNorm kernels have no Gemma or quantised form");
   TORCH_CHECK(!q.gemma || q.weight, op_name(q.op), ": the Gemma form needs a weight");
   // The quantised rows are written from registers only (the register-resident implementation).
-  TORCH_CHECK(q.quant == RowNormQuant::kNone || row_bytes(q) <= kT.register_max_row_bytes, op_name(q.op, q.quant),
+  TORCH_CHECK(q.quant == RowNormQuant::kNone || row_bytes(q) <= T.register_max_row_bytes, op_name(q.op, q.quant),
               ": normalized_shape of ", q.n, " elements (", row_bytes(q), " bytes of x a row) is longer than the ",
-              kT.register_max_row_bytes, " bytes a row the nvrtc kernel keeps in registers");
+              T.register_max_row_bytes, " bytes a row the nvrtc kernel keeps in registers");
   TORCH_CHECK(q.quant == RowNormQuant::kNone || (q.weight && !q.float_weight && !q.gemma), op_name(q.op, q.quant),
               ": the quantised rows take a weight of x's dtype");
   const int vec = row_access_width(q.dtype, q.n, q.max_vec);
   RowNormSpec s = base_spec(q, vec, dev);
   s.impl = static_cast<RowNormImpl>(
-      select_implementation(op_name(q.op, q.quant), row_norm_implementations(), RowNormQuery{q, vec, dev, t}).id);
+      select_implementation(op_name(q.op, q.quant), row_norm_implementations(), RowNormQuery{q, vec, dev, T}).id);
   switch (s.impl) {
-    case RowNormImpl::kRegisterResident: plan_row_per_cta(s, q, true, t); break;
-    case RowNormImpl::kStreaming: plan_row_per_cta(s, q, false, t); break;
-    case RowNormImpl::kCluster: plan_cluster(s, t); break;
+    case RowNormImpl::kRegisterResident: plan_row_per_cta(s, q, true, T); break;
+    case RowNormImpl::kStreaming: plan_row_per_cta(s, q, false, T); break;
+    case RowNormImpl::kCluster: plan_cluster(s, T); break;
     case RowNormImpl::kStaged: {
-      int vpt = q.op == RowNormOp::kFusedAddRmsNorm ? kT.fused_staged_vpt : kT.rms_staged_vpt;
+      int vpt = q.op == RowNormOp::kFusedAddRmsNorm ? T.fused_staged_vpt : T.rms_staged_vpt;
       if (q.op == RowNormOp::kLayerNorm)
-        vpt = row_bytes(q) >= 16384 ? kT.ln_staged_vpt_long : kT.ln_staged_vpt_short;
+        vpt = row_bytes(q) >= 16384 ? T.ln_staged_vpt_long : T.ln_staged_vpt_short;
       s.staged = true;
       s.cache = q.op != RowNormOp::kLayerNorm;  // LayerNorm: weight and bias read in the output pass
-      s.tpr = staged_row_threads(s.n / s.vec, vpt, t);
+      s.tpr = staged_row_threads(s.n / s.vec, vpt);
       // One pass of statistics shifted by the row's first element: bfloat16 rows only, where the
       // cancellation it risks stays within the dtype's tolerance (docs/PERF.md).
-      s.one_pass = q.op == RowNormOp::kLayerNorm && q.dtype == c10::kBFloat16 && q.n <= kT.ln_one_pass_max_n;
+      s.one_pass = q.op == RowNormOp::kLayerNorm && q.dtype == c10::kBFloat16 && q.n <= T.ln_one_pass_max_n;
       break;
     }
   }

@@ -140,8 +140,9 @@ int column_vec(const ReduceProblem& q, const ReduceTable& T) {
   return vec;
 }
 
-// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool).
-ReduceTable table_of(const Tuning& t) {
+}  // namespace
+
+ReduceTable reduce_table(const Tuning& t) {
   ReduceTable T = kReduceTable;
   if (t.reduce_cols_warps) T.cols_warps = t.reduce_cols_warps;
   if (t.reduce_ctas_per_sm) T.fill_ctas_per_sm = t.reduce_ctas_per_sm;
@@ -150,6 +151,8 @@ ReduceTable table_of(const Tuning& t) {
   if (t.reduce_cols_vec) T.cols_max_vec = t.reduce_cols_vec;
   return T;
 }
+
+namespace {
 
 // The single-pass shape of a problem (split decided by reduce_splits).
 ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const ReduceTable& T) {
@@ -190,8 +193,7 @@ ReduceSpec shape_of(const ReduceProblem& q, const DeviceFacts& dev, const Reduce
 
 }  // namespace
 
-int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  const ReduceTable T = table_of(t);
+int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const ReduceTable& T) {
   const ReduceSpec s = shape_of(q, dev, T);
   const int64_t want = target_ctas(dev, T, s.threads());
   int64_t ctas, most;
@@ -207,8 +209,10 @@ int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& 
 }
 
 ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  ReduceSpec s = shape_of(q, dev, table_of(t));
-  s.split = reduce_splits(q, dev, t) > 1;
+  const ReduceTable T = reduce_table(t);
+  ReduceSpec s = shape_of(q, dev, T);
+  s.split = reduce_splits(q, dev, T) > 1;
+  s.table = T;
   return s;
 }
 
@@ -269,7 +273,7 @@ class ReduceKernel final : public Kernel {
     long long M = g.M, N = g.N, I = g.I;
     const float corr = p_.correction >= 0 ? static_cast<float>(call.params[p_.correction].as_int()) : 0.f;
     const ReduceProblem q{s_.op, s_.x_dtype, s_.c_dtype, s_.y_dtype, g.M, g.N, g.I, s_.vec};
-    int splits = s_.split ? reduce_splits(q, dev_, tuning()) : 1;
+    int splits = s_.split ? reduce_splits(q, dev_, s_.table) : 1;
     at::Tensor ws;
     void* wsp = nullptr;
     if (s_.split) {

@@ -49,8 +49,12 @@ struct ReduceTable {
   int cols_max_vec = 16;      // elements a lane loads at once over columns (at most 16 bytes)
   int cols_min_vec = 4;       // ... and at least, when narrowing lanes to avoid a split
   int cols_state_bytes = 32;  // a lane's column states at most (registers, and the CTA's shared merge)
+  TILEOPS_IDENTITY(ReduceTable, vecs_per_thread, cta_threads, max_tpr, cols_warps, fill_ctas_per_sm, min_split_vecs,
+                   cols_split_rows, max_splits, cols_max_vec, cols_min_vec, cols_state_bytes)
 };
 constexpr ReduceTable kReduceTable{};
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool): what the plans read.
+ReduceTable reduce_table(const Tuning& t);
 
 // [M, N, I] of a contiguous x and the reduced dims' bit mask; gather: the reduced dims are not one
 // block, so x is first permuted (kept dims, then reduced dims) and copied, giving [M, N, 1].
@@ -80,8 +84,9 @@ struct ReduceSpec {
   int warps;   // kCols: warps a CTA
   bool split;  // a second pass merges `splits` partial states an output (splits is a launch argument)
   std::string arch;
+  ReduceTable table;  // the plan's table: the launch derives `splits` from it
 
-  TILEOPS_IDENTITY(ReduceSpec, impl, op, x_dtype, c_dtype, y_dtype, vec, tpr, rows, warps, split, arch)
+  TILEOPS_IDENTITY(ReduceSpec, impl, op, x_dtype, c_dtype, y_dtype, vec, tpr, rows, warps, split, arch, table)
   int threads() const { return impl == ReduceImpl::kRows ? tpr * rows : 32 * warps; }
   std::string name() const;
   // The pass over x, then (split) reduce_finish.
@@ -92,6 +97,6 @@ struct ReduceSpec {
 ReduceSpec plan_reduce(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 // CTAs a row (kRows) or a column block (kCols) shares its reduced extent among; 1: no second pass.
 // A pure function of the problem, so the launch recomputes it from the call.
-int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const Tuning& t = {});
+int reduce_splits(const ReduceProblem& q, const DeviceFacts& dev, const ReduceTable& T = kReduceTable);
 
 }  // namespace tileops::nvrtc

@@ -32,6 +32,7 @@ struct SoftmaxTable {
   int vecs_per_thread = 2;         // row-per-CTA rows: 4 or 8 a thread were slower
   int cluster_cta_bytes = 16384;   // few long rows: more, smaller CTAs a cluster
   int cluster_max = 16;
+  int cluster_vpt = 4;             // vectors a thread of a register cluster chunk
   int staged_min_row_bytes = 8192; // from 8 KB staging frees the registers that bound the row
   int staged_vpt = 4;
   int staged_long_row_bytes = 32768;  // from 32 KB rows, 16 a thread: at 4, threads rather than
@@ -41,6 +42,8 @@ struct SoftmaxTable {
   int split_max = 64;
 };
 constexpr SoftmaxTable kSoftmaxTable{};
+// The table with the tuning's overrides (TILEOPS_TUNE, a developer tool): what the plans read.
+SoftmaxTable softmax_table(const Tuning& t);
 
 struct SoftmaxProblem {
   bool log;
@@ -77,7 +80,7 @@ struct SoftmaxQuery {
   const SoftmaxProblem& q;
   int vec;
   const DeviceFacts& dev;
-  const Tuning& t;
+  const SoftmaxTable& T;
 };
 const std::vector<Implementation<SoftmaxQuery>>& softmax_implementations();
 const char* softmax_impl_name(SoftmaxImpl impl);

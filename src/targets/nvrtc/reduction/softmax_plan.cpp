@@ -25,10 +25,10 @@ SoftmaxSpec base_spec(const SoftmaxProblem& q, int vec, const DeviceFacts& dev) 
 
 // Cluster: the row spread over 2..cluster_max CTAs of at most cluster_cta_bytes each (few rows
 // leave SMs idle, so more, smaller CTAs a row; over 8 is opted into at build).
-bool plan_cluster(SoftmaxSpec& s, const Tuning& t) {
+bool plan_cluster(SoftmaxSpec& s, const SoftmaxTable& T) {
   RowCluster rc{};
-  const bool fits = plan_row_cluster(s.n / s.vec, s.vec * elem_size(s.dtype), kT.cluster_cta_bytes, kT.cluster_max,
-                                     t, rc);
+  const bool fits = plan_row_cluster(s.n / s.vec, s.vec * elem_size(s.dtype), T.cluster_cta_bytes, T.cluster_max,
+                                     T.cluster_vpt, rc);
   s.cluster = rc.cluster;
   s.tpb = rc.tpb;
   s.tpr = s.rows = s.splits = 1;
@@ -41,10 +41,10 @@ bool split_applies(const SoftmaxQuery& r) { return wants_split(r.q); }
 bool cluster_applies(const SoftmaxQuery& r) {
   if (r.dev.cc_major < 9 || !wants_split(r.q)) return false;
   SoftmaxSpec s = base_spec(r.q, r.vec, r.dev);
-  return plan_cluster(s, r.t);
+  return plan_cluster(s, r.T);
 }
 bool staged_applies(const SoftmaxQuery& r) {
-  return !wants_split(r.q) && staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, kT.staged_min_row_bytes, r.t);
+  return !wants_split(r.q) && staged_row_applies(r.q.dtype, r.q.n, r.vec, r.dev, r.T.staged_min_row_bytes);
 }
 
 constexpr uint32_t bit(SoftmaxImpl i) { return 1u << static_cast<int>(i); }
@@ -69,37 +69,52 @@ const char* softmax_impl_name(SoftmaxImpl impl) {
   return "?";
 }
 
+SoftmaxTable softmax_table(const Tuning& t) {
+  SoftmaxTable T = kSoftmaxTable;
+  auto set = [](auto& field, int v) { if (v) field = v; };
+  set(T.vecs_per_thread, t.softmax_vecs_per_thread);
+  set(T.cluster_cta_bytes, t.cluster_cta_bytes);
+  set(T.cluster_max, t.cluster_max);
+  set(T.cluster_vpt, t.cluster_vpt);
+  set(T.staged_min_row_bytes, t.staged_min_row_bytes);
+  set(T.staged_vpt, t.staged_row_vpt);
+  set(T.staged_long_vpt, t.staged_row_vpt);
+  return T;
+}
+
 SoftmaxSpec plan_softmax(const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const SoftmaxTable T = softmax_table(t);
   const int vec = row_access_width(q.dtype, q.n, q.max_vec);
   const auto impl = static_cast<SoftmaxImpl>(
       select_implementation(q.log ? "tileops::reduction_log_softmax_fwd" : "tileops::reduction_softmax_fwd",
-                            softmax_implementations(), SoftmaxQuery{q, vec, dev, t})
+                            softmax_implementations(), SoftmaxQuery{q, vec, dev, T})
           .id);
   return plan_softmax_as(impl, q, dev, t);
 }
 
 SoftmaxSpec plan_softmax_as(SoftmaxImpl impl, const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const SoftmaxTable T = softmax_table(t);
   SoftmaxSpec p = base_spec(q, row_access_width(q.dtype, q.n, q.max_vec), dev);
   p.impl = impl;
   const int64_t vecs = q.n / p.vec;
   switch (impl) {
-    case SoftmaxImpl::kCluster: plan_cluster(p, t); return p;
+    case SoftmaxImpl::kCluster: plan_cluster(p, T); return p;
     case SoftmaxImpl::kStaged:
       p.tpr = p.tpb = staged_row_threads(
-          vecs, q.n * elem_size(q.dtype) >= kT.staged_long_row_bytes ? kT.staged_long_vpt : kT.staged_vpt, t);
+          vecs, q.n * elem_size(q.dtype) >= T.staged_long_row_bytes ? T.staged_long_vpt : T.staged_vpt);
       p.cache = true;
       return p;
     case SoftmaxImpl::kSplit:
       // Chunks of split_chunk elements: a few long rows give enough CTAs to fill the SMs.
-      p.tpb = kT.split_tpb;
-      p.splits = static_cast<int>(std::clamp<int64_t>((q.n + kT.split_chunk - 1) / kT.split_chunk, 2, kT.split_max));
+      p.tpb = T.split_tpb;
+      p.splits = static_cast<int>(std::clamp<int64_t>((q.n + T.split_chunk - 1) / T.split_chunk, 2, T.split_max));
       p.splits = static_cast<int>(std::min<int64_t>(p.splits, vecs));
       return p;
     case SoftmaxImpl::kRowPerCta: break;
   }
   // About vecs_per_thread vectors a thread on up to 256 threads a row, then up to 8, then wider
   // CTAs; short rows share a CTA (a warp slice each).
-  const int target = t.softmax_vecs_per_thread ? t.softmax_vecs_per_thread : kT.vecs_per_thread;
+  const int target = T.vecs_per_thread;
   p.tpr = std::min<int>(256, next_pow2((vecs + target - 1) / target));
   if ((vecs + p.tpr - 1) / p.tpr > 8) p.tpr = std::min<int>(1024, next_pow2((vecs + 7) / 8));
   const int64_t per_thread = (vecs + p.tpr - 1) / p.tpr;
