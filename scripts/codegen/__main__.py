@@ -60,6 +60,8 @@ def main(argv=None) -> int:
             "docs/OPS.md": emit_docs.emit(ops, emit_docs.collect_kernels(args.targets_root) if args.targets_root
                                            else {}),
         })
+        if args.targets_root:
+            files["docs/TUNING.md"] = emit_docs.emit_tuning(emit_docs.collect_tuning_keys(args.targets_root))
     except (ManifestError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

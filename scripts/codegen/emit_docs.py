@@ -58,3 +58,30 @@ def emit(ops, kernels: dict[str, dict[str, str]]) -> str:
         for b in op.branches:
             rows.append(f"- `{schema(op, b)}`")
     return "\n".join(rows) + "\n"
+
+
+# A row of tuning_keys() in src/targets/nvrtc/tuning.cpp: {"name", &Tuning::field, lo, hi, "what"[, pow2]}.
+_TUNING_KEY = re.compile(r'\{"(\w+)",\s*&Tuning::\w+,\s*([^,]+?),\s*([^,]+?),\s*"([^"]*)"\s*(?:,\s*(true|false)\s*)?\}')
+
+
+def collect_tuning_keys(targets_root: str) -> list[tuple[str, str, str, str, bool]]:
+    """(name, lo, hi, what, powers of two only) per TILEOPS_TUNE key, in the table's order."""
+    with open(os.path.join(targets_root, "nvrtc", "tuning.cpp"), encoding="utf-8") as f:
+        text = f.read()
+    def value(v: str) -> str:  # "1 << 30" as the number the library prints
+        shift = re.fullmatch(r"(\d+)\s*<<\s*(\d+)", v.strip())
+        return str(int(shift.group(1)) << int(shift.group(2))) if shift else v.strip()
+    return [(n, value(lo), value(hi), what, pow2 == "true") for n, lo, hi, what, pow2 in _TUNING_KEY.findall(text)]
+
+
+def emit_tuning(keys) -> str:
+    """The developer page of TILEOPS_TUNE's keys: what each overrides in the plans, and its range."""
+    out = ["# TILEOPS_TUNE keys", "",
+           "Generated from `src/targets/nvrtc/tuning.cpp` by scripts/codegen; do not edit. A developer tool for",
+           "measurement sweeps (`scripts/bench/sweep.py`, `SWEEP_ENV=` in `scripts/gpu_check.sh`):",
+           "`TILEOPS_TUNE=key=value,key=value`, read once a process; each key overrides one entry of a family's",
+           "plan table (`<family>_table(tuning)`). Not an interface: no user-facing behaviour depends on it.", "",
+           "| key | values | overrides |", "|---|---|---|"]
+    for name, lo, hi, what, pow2 in keys:
+        out.append(f"| `{name}` | {lo}..{hi}{' (powers of two)' if pow2 else ''} | {what} |")
+    return "\n".join(out) + "\n"
