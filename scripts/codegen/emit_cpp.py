@@ -371,6 +371,8 @@ def _condition(op: Op, env: Env, c) -> str:
         return f"{c.param}.has_value()" if op.param(c.param) is not None else f"tileops::check::present({c.param})"
     if isinstance(c, exprs.Flag):
         return c.param
+    if isinstance(c, exprs.StrIs):
+        return f"({c.param} {c.op} {cpp_str(c.value)})"
     if any(p.name in exprs.names_in(c) and p.type == "float" for p in op.params):  # after `not given(p) or`
         return f"({_float_expr(c.lhs, op)} {c.op} {_float_expr(c.rhs, op)})"
     return f"({env.expr(c.lhs)} {c.op} {env.expr(c.rhs)})"

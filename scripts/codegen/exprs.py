@@ -9,8 +9,10 @@
           | 'conv(' NAME ',' NAME ',' NAME ',' NAME ',' NAME [',' NAME] ')'
   dim    := '...' | '*' NAME | expr
   rule   := cond ('or' cond)*
-  cond   := expr CMP expr | ['not'] 'given(' NAME ')' | ['not'] NAME     CMP in == != <= >= < >
-            (given(): a nullable param or an optional input is there; a bare NAME: a bool param)
+  cond   := expr CMP expr | ['not'] 'given(' NAME ')' | ['not'] NAME | NAME ('=='|'!=') STRING
+            CMP in == != <= >= < >  (given(): a nullable param or an optional input is there; a bare
+            NAME: a bool param; NAME == 'text': a str param's value, so `layout != '1d' or ndim(x) == 2`
+            ties a rank to a layout)
   expr   := term (('+'|'-') term)*
   term   := atom (('*'|'//'|'%') atom)*
   atom   := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
@@ -169,12 +171,20 @@ class Convolved:
 
 
 @dataclass(frozen=True)
+class StrIs:
+    """A str param's value compared with a literal (== or !=)."""
+    param: str
+    op: str
+    value: str
+
+
+@dataclass(frozen=True)
 class Broadcast:
     """The broadcast of the named inputs' shapes (torch.broadcast_shapes)."""
     inputs: tuple
 
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]]))")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\.\.\.|//|==|!=|<=|>=|[-+*%<>(),\[\]])|('[^']*'))")
 
 
 def _tokens(text: str) -> list[str]:
@@ -267,6 +277,10 @@ def _cond(p: _Parser, text: str):
             raise ExprError(f"given() takes a param or input name: '{text}'")
         p.take(")")
         return Given(name)
+    if (p.i + 2 < len(p.toks) and p.toks[p.i + 1] in ("==", "!=") and p.toks[p.i + 2].startswith("'")
+            and re.fullmatch(r"[A-Za-z_]\w*", p.peek())):
+        name, op, value = p.take(), p.take(), p.take()
+        return StrIs(name, op, value[1:-1])
     lhs = p.expr()
     op = p.peek()
     if isinstance(lhs, Name) and op in (None, "or"):
@@ -384,7 +398,7 @@ def names_in(node) -> set[str]:
         return set().union(*(names_in(a) for a in node.args))
     if isinstance(node, (Bin, Cmp)):
         return names_in(node.lhs) | names_in(node.rhs)
-    if isinstance(node, (Given, Flag)):
+    if isinstance(node, (Given, Flag, StrIs)):
         return {node.param}
     if isinstance(node, Not):
         return names_in(node.cond)
@@ -419,6 +433,8 @@ def render(node) -> str:
         return f"given({node.param})"
     if isinstance(node, Flag):
         return node.param
+    if isinstance(node, StrIs):
+        return f"{node.param} {node.op} '{node.value}'"
     if isinstance(node, Not):
         return f"not {render(node.cond)}"
     if isinstance(node, Pooled):

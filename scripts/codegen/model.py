@@ -689,6 +689,11 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                 if not ((p is not None and p.nullable) or (i is not None and i.optional)):
                     ctx.fail(line, f"shape rule '{text}': given() takes a nullable param or an optional input, "
                                    f"not '{cond.param}'")
+            elif isinstance(cond, exprs.StrIs):
+                p = next((p for p in params if p.name == cond.param), None)
+                if p is None or p.type != "str" or p.nullable or (p.choices and cond.value not in p.choices):
+                    ctx.fail(line, f"shape rule '{text}': {cond.param} {cond.op} '{cond.value}' compares a str param "
+                                   "(not nullable) with one of its choices")
             elif isinstance(cond, exprs.Flag):
                 p = next((p for p in params if p.name == cond.param), None)
                 if p is None or p.type != "bool" or p.nullable:

@@ -80,20 +80,16 @@ Frequencies frequencies(const longrope::View& v, int64_t half, const at::TensorO
   return {divisor.reciprocal(), amplitude};
 }
 
-// x rotated into out; `layout` names x's rank (the manifest's rule admits 2 or 4 dims, and cannot
-// tie them to the str param).
-void rotate(const OpCall& call, std::string_view layout, const at::Tensor& x, at::Tensor out, const Frequencies& fr) {
-  const int64_t want = layout == "1d" ? 2 : 4, seq_dim = layout == "1d" ? 0 : 1;
-  TORCH_CHECK_VALUE(x.dim() == want, call.op_name, ": layout '", layout, "' takes x as ",
-                    layout == "1d" ? "[seq_len, head_dim]" : "[batch, seq_len, num_heads, head_dim]", " (", want,
-                    " dims), got ", x.dim(), " dims ", x.sizes());
+// x rotated into out; `layout` names x's rank (the manifest's rules tie them: 2 dims for '1d', 4 for '2d').
+void rotate(std::string_view layout, const at::Tensor& x, at::Tensor out, const Frequencies& fr) {
+  const int64_t seq_dim = layout == "1d" ? 0 : 1;
   const int64_t half = x.size(-1) / 2, seq_len = x.size(seq_dim);
   const auto f32 = x.options().dtype(at::kFloat);
   const at::Tensor angles = at::arange(seq_len, f32).unsqueeze(1) * fr.f.unsqueeze(0);  // [seq_len, half], float32
   // TileOPs' table: cos/sin in float32 times the amplitude, rounded to x's dtype (widened exactly).
   at::Tensor cos = (angles.cos() * fr.amplitude).to(x.scalar_type()).to(at::kFloat);
   at::Tensor sin = (angles.sin() * fr.amplitude).to(x.scalar_type()).to(at::kFloat);
-  if (want == 4) {  // [1, seq_len, 1, half]: shared by batches and heads
+  if (layout != "1d") {  // [1, seq_len, 1, half]: shared by batches and heads
     cos = cos.unsqueeze(0).unsqueeze(2);
     sin = sin.unsqueeze(0).unsqueeze(2);
   }
@@ -109,7 +105,7 @@ class ScaledRopeReference final : public Kernel {
     const V v(call);
     const at::Tensor& x = v.x();
     const int64_t half = x.size(-1) / 2;
-    rotate(call, v.layout(), x, v.output(), frequencies(v, half, x.options().dtype(at::kFloat)));
+    rotate(v.layout(), x, v.output(), frequencies(v, half, x.options().dtype(at::kFloat)));
   }
 };
 
