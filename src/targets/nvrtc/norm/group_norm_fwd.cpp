@@ -1,5 +1,5 @@
-// GroupNormFwdOp on the nvrtc target, and the launch both it and InstanceNormFwdOp use: a call's
-// problem, the kernels of its spec (group_norm.h), registration.
+// GroupNormFwdOp and InstanceNormFwdOp on the nvrtc target: a call's problem, the kernels of its spec
+// (group_norm.h), the launch both use, and their registrations.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -97,10 +97,25 @@ std::shared_ptr<const Kernel> GroupNormFamily::make(const GroupNormSpec& s, std:
   return std::make_shared<GroupNormKernel>(std::move(k), s, args, static_cast<const DeviceFacts&>(dev));
 }
 
+namespace {
+// InstanceNormFwdOp: GroupNorm's kernels with a group a channel; with use_input_stats=False the running
+// stats stand for each channel's mean and variance.
+GroupNormArgs read_instance_args(const OpCall& call) {
+  const tileops::ops::norm_instance_norm_fwd::View v(call);
+  // The generated checks refused running stats beside use_input_stats=True, and their absence without.
+  const bool running = !v.use_input_stats();
+  return {v.x(),    v.y(), v.weight(), v.bias(), running ? v.running_mean() : nullptr,
+          running ? v.running_var() : nullptr, v.x().size(1), v.eps()};
+}
+}  // namespace
+
 GroupNormFamily group_norm_fwd_family() { return GroupNormFamily{read_args}; }
+GroupNormFamily instance_norm_fwd_family() { return GroupNormFamily{read_instance_args}; }
 
 namespace {
 KernelBuilder group_norm_fwd_builder() { return spec_builder(group_norm_fwd_family()); }
+KernelBuilder instance_norm_fwd_builder() { return spec_builder(instance_norm_fwd_family()); }
 TILEOPS_BUILTIN_KERNEL(nvrtc, GroupNormFwdOp, group_norm_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, InstanceNormFwdOp, instance_norm_fwd_builder);
 }  // namespace
 }  // namespace tileops::nvrtc

@@ -1,5 +1,5 @@
 // Norm backward on the nvrtc target: reading a call's problem and launching a spec's kernels, for
-// RMSNormBwdOp (rms_norm_bwd.cpp) and LayerNormBwdOp (layer_norm_bwd.cpp).
+// RMSNormBwdOp and LayerNormBwdOp (norm_bwd_ops.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>

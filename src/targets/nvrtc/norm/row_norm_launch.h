@@ -1,6 +1,5 @@
 // Row norm forward on the nvrtc target: reading a call's problem and launching a spec's kernel, for
-// RMSNormFwdOp (rms_norm_fwd.cpp), FusedAddRMSNormFwdOp (fused_add_rms_norm_fwd.cpp) and
-// LayerNormFwdOp (layer_norm_fwd.cpp).
+// the ops of row_norm_ops.cpp (RMSNorm, fused add, LayerNorm, Gemma and the quantised rows).
 #pragma once
 
 #include <ATen/core/Tensor.h>
