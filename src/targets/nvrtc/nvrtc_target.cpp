@@ -291,12 +291,11 @@ void allow_dynamic_smem(const LoadedKernel& k, int bytes, const DeviceInfo& dev)
 }
 
 bool plan_row_cluster(int64_t vecs, int vec_bytes, int cta_bytes, int max_cluster, int per_thread, RowCluster& out) {
-  const int kCtaBytes = cta_bytes, kPerThread = per_thread, kMaxCluster = max_cluster;
   const int64_t bytes = vecs * vec_bytes;
   out.cluster = 2;
-  while (out.cluster < kMaxCluster && bytes > int64_t{kCtaBytes} * out.cluster) out.cluster *= 2;
+  while (out.cluster < max_cluster && bytes > int64_t{cta_bytes} * out.cluster) out.cluster *= 2;
   const int64_t chunk = (vecs + out.cluster - 1) / out.cluster;
-  out.tpb = std::clamp(next_pow2((chunk + kPerThread - 1) / kPerThread), 32, 1024);
+  out.tpb = std::clamp(next_pow2((chunk + per_thread - 1) / per_thread), 32, 1024);
   return (chunk + out.tpb - 1) / out.tpb * std::max(1, vec_bytes / 4) <= 32;
 }
 

@@ -82,18 +82,9 @@ SoftmaxTable softmax_table(const Tuning& t) {
   return T;
 }
 
-SoftmaxSpec plan_softmax(const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  const SoftmaxTable T = softmax_table(t);
-  const int vec = row_access_width(q.dtype, q.n, q.max_vec);
-  const auto impl = static_cast<SoftmaxImpl>(
-      select_implementation(q.log ? "tileops::reduction_log_softmax_fwd" : "tileops::reduction_softmax_fwd",
-                            softmax_implementations(), SoftmaxQuery{q, vec, dev, T})
-          .id);
-  return plan_softmax_as(impl, q, dev, t);
-}
+namespace {
 
-SoftmaxSpec plan_softmax_as(SoftmaxImpl impl, const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
-  const SoftmaxTable T = softmax_table(t);
+SoftmaxSpec plan_with(SoftmaxImpl impl, const SoftmaxProblem& q, const DeviceFacts& dev, const SoftmaxTable& T) {
   SoftmaxSpec p = base_spec(q, row_access_width(q.dtype, q.n, q.max_vec), dev);
   p.impl = impl;
   const int64_t vecs = q.n / p.vec;
@@ -122,6 +113,22 @@ SoftmaxSpec plan_softmax_as(SoftmaxImpl impl, const SoftmaxProblem& q, const Dev
   p.cache = per_thread * regs_per_vec <= 32;  // half of what a 1024-thread CTA may use a thread
   p.rows = p.tpr > 32 ? 1 : 256 / p.tpr;
   return p;
+}
+
+}  // namespace
+
+SoftmaxSpec plan_softmax(const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  const SoftmaxTable T = softmax_table(t);
+  const int vec = row_access_width(q.dtype, q.n, q.max_vec);
+  const auto impl = static_cast<SoftmaxImpl>(
+      select_implementation(q.log ? "tileops::reduction_log_softmax_fwd" : "tileops::reduction_softmax_fwd",
+                            softmax_implementations(), SoftmaxQuery{q, vec, dev, T})
+          .id);
+  return plan_with(impl, q, dev, T);
+}
+
+SoftmaxSpec plan_softmax_as(SoftmaxImpl impl, const SoftmaxProblem& q, const DeviceFacts& dev, const Tuning& t) {
+  return plan_with(impl, q, dev, softmax_table(t));
 }
 
 int SoftmaxSpec::smem_bytes() const { return impl == SoftmaxImpl::kStaged ? n * elem_size(dtype) : 0; }
