@@ -193,9 +193,10 @@ def w4_inputs(m, n, k, group, dtype, seed=0):
 
 
 def float64_w4(x, q, scale, zero, group, dtype):
-    """w = (q - zero) * scale in float32, rounded to the activation's dtype; then x @ w.T in float64."""
+    """w = (q - zero) * scale, the scale rounded to the activation's dtype first and the product rounded
+    to it once; then x @ w.T in float64."""
     per_k = lambda t: t.repeat_interleave(group, 1)  # noqa: E731
-    w = ((q.float() - per_k(zero).float()) * per_k(scale)).to(dtype).double()
+    w = ((q.float() - per_k(zero).float()) * per_k(scale.to(dtype).float())).to(dtype).double()
     return x.double() @ w.T, x.double().abs() @ w.abs().T
 
 
@@ -222,6 +223,15 @@ def test_w4a16_nibble_order_and_zero_point():
     out = GemmW4A16FwdOp(group_size=2)(x, torch.tensor([[0x0F]], dtype=torch.uint8), torch.full((1, 1), 0.5),
                                        torch.full((1, 1), 8, dtype=torch.uint8))
     assert out.flatten().tolist() == [3.5, -4.0]
+
+
+def test_w4a16_rounds_the_scale_to_the_activation_dtype_first():
+    # scale 1 + 2^-11 + 2^-20 is float16's 1 + 2^-10; times q = 3 that is 3 + 1.5 * 2^-9, a tie that
+    # float16 rounds to 3 + 2^-8 (the float32 scale would give 3 + 2^-9)
+    scale = torch.tensor([[1 + 2.0 ** -11 + 2.0 ** -20]])
+    out = GemmW4A16FwdOp(group_size=2)(torch.tensor([[1.0, 0.0]]).half(), torch.tensor([[0x03]], dtype=torch.uint8),
+                                       scale, torch.zeros(1, 1, dtype=torch.uint8))
+    assert out.item() == 3 + 2.0 ** -8
 
 
 def test_w4a16_default_group_is_128():

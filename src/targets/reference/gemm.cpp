@@ -14,6 +14,7 @@
 
 #include "targets/builtin.h"
 #include "targets/reference/gemm_fp8.h"
+#include "targets/reference/gemm_w4a16.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 
@@ -142,20 +143,9 @@ at::Tensor unpack_nibbles(const at::Tensor& packed) {
   return at::stack({low, high}, -1).reshape({packed.size(0), 2 * packed.size(1)}).to(at::kFloat);
 }
 
-// w = (q - zero) * scale in float32 per group of K, rounded to the activation's dtype once (the
-// 16-bit weight), then activation @ w.T with float32 products and sums, one rounding into output.
 class GemmW4A16Reference final : public Kernel {
  public:
-  void launch(const OpCall& call) const override {
-    const w4a16::View v(call);
-    const at::Tensor& x = v.activation();
-    const int64_t group = v.group_size();
-    const at::Tensor scale = v.weight_scale().repeat_interleave(group, 1);
-    const at::Tensor zero = v.weight_zero().to(at::kFloat).repeat_interleave(group, 1);
-    const at::Tensor w = unpack_nibbles(v.packed_weight()).sub_(zero).mul_(scale).to(x.scalar_type()).to(at::kFloat);
-    at::Tensor out = v.output();
-    out.copy_(at::mm(x.to(at::kFloat), w.t()));
-  }
+  void launch(const OpCall& call) const override { gemm_w4a16_fwd_aten(call); }
 };
 
 KernelBuilder gemm_fwd_builder() { return stateless_builder<GemmReference>("gemm_fwd (ATen)"); }
@@ -191,6 +181,20 @@ void gemm_fp8_fwd_aten(const OpCall& call) {
   if (const at::Tensor* bias = v.bias()) acc.add_(bias->to(at::kFloat));
   at::Tensor d = v.d();
   d.copy_(acc);
+}
+
+// w = (q - zero) * scale per group of K, the scale rounded to the activation's dtype first and the
+// product rounded to it once (the 16-bit weight: exact in float32, then .to(dtype)); then
+// activation @ w.T with float32 products and sums, one rounding into output.
+void gemm_w4a16_fwd_aten(const OpCall& call) {
+  const w4a16::View v(call);
+  const at::Tensor& x = v.activation();
+  const int64_t group = v.group_size();
+  const at::Tensor scale = v.weight_scale().to(x.scalar_type()).to(at::kFloat).repeat_interleave(group, 1);
+  const at::Tensor zero = v.weight_zero().to(at::kFloat).repeat_interleave(group, 1);
+  const at::Tensor w = unpack_nibbles(v.packed_weight()).sub_(zero).mul_(scale).to(x.scalar_type()).to(at::kFloat);
+  at::Tensor out = v.output();
+  out.copy_(at::mm(x.to(at::kFloat), w.t()));
 }
 
 }  // namespace tileops::reference

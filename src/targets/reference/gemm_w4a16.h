@@ -1,0 +1,9 @@
+// GemmW4A16FwdOp through ATen in float32: the reference target's kernel, and what the nvrtc target
+// runs for the shapes its decode kernel does not take (more than 64 rows, K or group not multiples of 32).
+#pragma once
+
+#include "tileops/op_call.h"
+
+namespace tileops::reference {
+void gemm_w4a16_fwd_aten(const OpCall& call);
+}  // namespace tileops::reference
