@@ -1,6 +1,8 @@
 """GEMM benchmarks on a GPU: GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the manifest's workloads through the cublaslt
 target, beside torch.matmul / torch.bmm (cuBLAS: the eager column), torch.compile of the same call
-and a device copy of the operands' and output's bytes; then the host time of a tiny cached call.
+and a device copy of the operands' and output's bytes; GemmW4A16FwdOp's decode workloads through the
+nvrtc target beside the weight dequantized in torch and torch.matmul (eager and compiled); then the
+host time of a tiny cached call.
 A benchmark, not a test.    python3 scripts/bench/bench_gemm.py [--json out.json] [--quick] [--target T]
 """
 from __future__ import annotations
@@ -105,6 +107,45 @@ def fp8_rows(target: str, quick: bool) -> list[dict]:
     return rows
 
 
+def w4a16_rows(quick: bool) -> list[dict]:
+    """GemmW4A16FwdOp on the nvrtc target. Eager is what a user without a W4A16 kernel writes: the
+    weight dequantized by the op's formula, then torch.matmul; compile is Inductor's fusion of it."""
+    rows = []
+    for w in [w for w in harness.manifest_workloads("gemm", "GemmW4A16FwdOp") if w["name"].startswith("decode")][
+            : 2 if quick else None]:
+        (m, k), (n, kh), (_, groups) = w["activation"], w["packed_weight"], w["weight_scale"]
+        group = k // groups
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            nbytes = (m * k + m * n) * dtype.itemsize + n * kh + 5 * n * groups
+            n_sets = harness.n_sets_for(nbytes)
+            Xs = [torch.randn(m, k, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            Ws = [torch.randint(0, 256, (n, kh), device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+            Ss = [torch.rand(n, groups, device="cuda") * 0.01 for _ in range(n_sets)]
+            Zs = [torch.randint(0, 16, (n, groups), device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+            flat = [torch.empty(nbytes, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+            flat2 = [torch.empty_like(f) for f in flat]
+
+            def peer(x, packed, scale, zero):
+                q = torch.stack((packed & 15, packed >> 4), -1).reshape(n, k).float()
+                per_k = lambda t: t.repeat_interleave(group, 1)  # noqa: E731
+                wt = ((q - per_k(zero).float()) * per_k(scale.to(dtype).float())).to(dtype)
+                return torch.matmul(x, wt.t())
+
+            compiled = harness.compiled(peer)
+            row = harness.measure(w["name"], f"{m}x{n}x{k}/g{group}", dtype, nbytes, n_sets, {
+                "ours": lambda i: (lambda: ops.gemm_w4_a16_fwd(Xs[i], Ws[i], Ss[i], Zs[i], group_size=group,
+                                                                target="nvrtc")),
+                "eager": lambda i: (lambda: peer(Xs[i], Ws[i], Ss[i], Zs[i])),
+                "compile": lambda i: (lambda: compiled(Xs[i], Ws[i], Ss[i], Zs[i])),
+                "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+            })
+            row["op"], row["tflops"] = "GemmW4A16FwdOp", 2 * m * n * k / (row["ours_us"] * 1e-6) / 1e12
+            rows.append(row)
+            del Xs, Ws, Ss, Zs, flat, flat2
+    return rows
+
+
 def host_rows(target: str) -> dict:
     """Host µs per call of a tiny cached GEMM (the GPU time is negligible): ours against torch.matmul."""
     a = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
@@ -137,13 +178,14 @@ def main():
     args = ap.parse_args()
     tileops.load()
     rows = {"GemmFwdOp": gemm_rows(args.target, args.quick), "BmmFwdOp": bmm_rows(args.target, args.quick),
-            "GemmFp8FwdOp": fp8_rows(args.target, args.quick)}
+            "GemmFp8FwdOp": fp8_rows(args.target, args.quick), "GemmW4A16FwdOp": w4a16_rows(args.quick)}
     host = host_rows(args.target)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows, "host_us": host})
     print_rows(f"GemmFwdOp (target {args.target}) beside torch.matmul", rows["GemmFwdOp"])
     print_rows(f"BmmFwdOp (target {args.target}) beside torch.bmm", rows["BmmFwdOp"])
     print_rows(f"GemmFp8FwdOp per-tensor (target {args.target}) beside torch._scaled_mm", rows["GemmFp8FwdOp"])
+    print_rows("GemmW4A16FwdOp decode (target nvrtc) beside dequantize + torch.matmul", rows["GemmW4A16FwdOp"])
     print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
 
 

@@ -1,0 +1,89 @@
+"""GemmW4A16FwdOp's decode kernel on the nvrtc target (src/kernels/gemm/w4a16_fwd.cuh), on a CUDA GPU:
+against a float64 product of the op's 16-bit weights for every row tile, odd N and K, groups of 32 to
+256, both dtypes; equal shapes of the manifest's decode workloads against the reference target; the
+shapes the kernel leaves to ATen; CUDA graph capture after a warm call."""
+import pytest
+import torch
+
+import tileops
+
+pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+tileops.load()
+ops = torch.ops.tileops
+HALF_ULP = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+def inputs(m, n, k, group, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    groups = k // group
+    q = torch.randint(0, 16, (n, k), generator=g, device="cuda", dtype=torch.uint8)
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).contiguous()
+    zero = torch.randint(0, 16, (n, groups), generator=g, device="cuda", dtype=torch.uint8)
+    scale = torch.rand(n, groups, generator=g, device="cuda") * 0.1 + 0.01
+    x = torch.randn(m, k, generator=g, device="cuda").to(dtype)
+    return x, q, packed, scale, zero
+
+
+def float64_product(x, q, scale, zero, group, dtype):
+    """The op's weights (scale rounded to dtype, (q - zero) times it rounded once), then float64 sums."""
+    per_k = lambda t: t.repeat_interleave(group, 1)  # noqa: E731
+    w = ((q.float() - per_k(zero).float()) * per_k(scale.to(dtype).float())).to(dtype).double()
+    return x.double() @ w.T, x.double().abs() @ w.abs().T
+
+
+def assert_one_rounding(out, want, terms, dtype):
+    # float32 sums in any order (the MMA's and the warps'), then one rounding into dtype
+    err = (out.double() - want).abs()
+    assert (err <= HALF_ULP[dtype] * want.abs() + 1e-5 * terms + 1e-6).all(), float(err.max())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 3, 8, 9, 16, 17, 33, 64])
+@pytest.mark.parametrize("n,k,group", [(16, 128, 128), (40, 96, 32), (7, 4096, 128), (300, 1024, 256),
+                                       (129, 160, 32), (1024, 640, 64)])
+def test_kernel_matches_float64(dtype, m, n, k, group):
+    x, q, packed, scale, zero = inputs(m, n, k, group, dtype)
+    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="nvrtc")
+    assert out.shape == (m, n) and out.dtype == dtype
+    assert_one_rounding(out, *float64_product(x, q, scale, zero, group, dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k", [(1, 8192, 8192), (1, 8192, 16384), (1, 7168, 20480), (4, 8192, 81920)])
+def test_decode_workloads_against_the_reference(dtype, m, n, k):
+    x, q, packed, scale, zero = inputs(m, n, k, 128, dtype, seed=1)
+    got = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")
+    ref = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="reference")
+    terms = x.double().abs().sum(1, keepdim=True) * 1.6  # |w| <= 15 * 0.11
+    err = (got.double() - ref.double()).abs()
+    assert (err <= 2 * HALF_ULP[dtype] * ref.double().abs() + 1e-5 * terms).all(), float(err.max())
+
+
+@pytest.mark.parametrize("m,k,group", [(65, 256, 128), (2, 200, 40), (2, 256, 16), (3, 0, 128)])
+def test_shapes_the_kernel_leaves_to_aten(m, k, group):
+    x, q, packed, scale, zero = inputs(m, 24, k, group, torch.float16)
+    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="nvrtc")
+    assert_one_rounding(out, *float64_product(x, q, scale, zero, group, torch.float16), torch.float16)
+
+
+def test_unaligned_activation_view():
+    x, q, packed, scale, zero = inputs(2, 64, 256, 128, torch.bfloat16)
+    buf = torch.empty(2 * 256 + 1, device="cuda", dtype=torch.bfloat16)
+    xv = buf[1:].view(2, 256)
+    xv.copy_(x)
+    out = ops.gemm_w4_a16_fwd(xv, packed, scale, zero, target="nvrtc")
+    assert_one_rounding(out, *float64_product(x, q, scale, zero, 128, torch.bfloat16), torch.bfloat16)
+
+
+def test_cuda_graph_replay():
+    x, q, packed, scale, zero = inputs(1, 512, 1024, 128, torch.float16)
+    ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")  # builds the kernel
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")
+    x2, q2, packed2, scale2, zero2 = inputs(1, 512, 1024, 128, torch.float16, seed=5)
+    for dst, src in ((x, x2), (packed, packed2), (scale, scale2), (zero, zero2)):
+        dst.copy_(src)
+    g.replay()
+    torch.cuda.synchronize()
+    assert_one_rounding(out, *float64_product(x2, q2, scale2, zero2, 128, torch.float16), torch.float16)
