@@ -175,10 +175,15 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="the first few workloads only")
     ap.add_argument("--target", default="cublaslt", help="the tileops target timed as 'ours'")
+    ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmW4A16FwdOp",
+                    help="the op classes whose rows are timed (comma-separated)")
     args = ap.parse_args()
     tileops.load()
-    rows = {"GemmFwdOp": gemm_rows(args.target, args.quick), "BmmFwdOp": bmm_rows(args.target, args.quick),
-            "GemmFp8FwdOp": fp8_rows(args.target, args.quick), "GemmW4A16FwdOp": w4a16_rows(args.quick)}
+    tables = {"GemmFwdOp": lambda: gemm_rows(args.target, args.quick),
+              "BmmFwdOp": lambda: bmm_rows(args.target, args.quick),
+              "GemmFp8FwdOp": lambda: fp8_rows(args.target, args.quick),
+              "GemmW4A16FwdOp": lambda: w4a16_rows(args.quick)}
+    rows = {name: tables[name]() if name in args.ops.split(",") else [] for name in tables}
     host = host_rows(args.target)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows, "host_us": host})
