@@ -1,9 +1,10 @@
-"""Decode attention benchmarks on a GPU: GroupedQueryAttentionDecodeWithKVCacheFwdOp (contiguous) and its
-paged form on the manifest's workloads, through a chosen target (default nvrtc, the split-KV
-kernel), beside torch's scaled_dot_product_attention (eager and compiled, GQA through enable_gqa; the
-paged rows gather nothing for torch: it reads the same tokens contiguous) and a device copy of the KV
-bytes the op must read. A benchmark, not a test.
-    python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T]
+"""Decode attention benchmarks on a GPU: GroupedQueryAttentionDecodeWithKVCacheFwdOp (contiguous), its
+paged form and MultiHeadLatentAttentionDecodeWithKVCacheFwdOp on the manifest's workloads, through a
+chosen target (default nvrtc, the split-KV kernels), beside torch's scaled_dot_product_attention
+(eager and compiled, GQA through enable_gqa; the paged rows gather nothing for torch: it reads the
+same tokens contiguous; MLA as one KV head of the concatenated latent and rope dims, the latent as
+value) and a device copy of the KV bytes the op must read. A benchmark, not a test.
+    python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T] [--ops A,B]
 """
 from __future__ import annotations
 
@@ -84,15 +85,55 @@ def gqa_paged_rows(target: str, quick: bool) -> list[dict]:
     return rows
 
 
+def sdpa_mla(q, q_pe, k, k_pe):
+    """DeepSeek's absorbed MLA through SDPA: one KV head of [latent, rope] keys, the latent as value."""
+    qc = torch.cat([q, q_pe], -1).unsqueeze(2)                    # [B, H, 1, D + PE]
+    kc = torch.cat([k, k_pe], -1).transpose(1, 2)                 # [B, 1, N, D + PE]
+    return F.scaled_dot_product_attention(qc, kc, k.transpose(1, 2), enable_gqa=True).squeeze(2)
+
+
+def mla_rows(target: str, quick: bool) -> list[dict]:
+    rows = []
+    for w in harness.manifest_workloads("attention", "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp")[: 2 if quick else None]:
+        (b, h, d), (_, n, _, _) = w["q"], w["k"]
+        pe = w["params"]["pe_dim"]
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            kv_bytes = b * n * (d + pe) * dtype.itemsize
+            n_sets = harness.n_sets_for(kv_bytes)
+            qs = [torch.randn(b, h, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            qps = [torch.randn(b, h, pe, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            ks = [torch.randn(b, n, 1, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            kps = [torch.randn(b, n, 1, pe, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat = [torch.empty(kv_bytes, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+            compiled = harness.compiled(sdpa_mla)
+            row = harness.measure(w["name"], f"{b}x{h}x{n}x{d}+{pe}", dtype, kv_bytes, n_sets, {
+                "ours": lambda i: (lambda: ops.attention_multi_head_latent_attention_decode_with_kv_cache_fwd(
+                    qs[i], qps[i], ks[i], kps[i], pe_dim=pe, target=target)),
+                "eager": lambda i: (lambda: sdpa_mla(qs[i], qps[i], ks[i], kps[i])),
+                "compile": lambda i: (lambda: compiled(qs[i], qps[i], ks[i], kps[i])),
+                "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
+            })
+            row["op"] = "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp"
+            rows.append(row)
+            del qs, qps, ks, kps, flat
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="the first few workloads only")
     ap.add_argument("--target", default="nvrtc", help="the tileops target timed as 'ours'")
+    ap.add_argument("--ops", default="GroupedQueryAttentionDecodeWithKVCacheFwdOp,"
+                    "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp,MultiHeadLatentAttentionDecodeWithKVCacheFwdOp",
+                    help="the op classes whose rows are timed (comma-separated)")
     args = ap.parse_args()
     tileops.load()
-    rows = {"GroupedQueryAttentionDecodeWithKVCacheFwdOp": gqa_rows(args.target, args.quick),
-            "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": gqa_paged_rows(args.target, args.quick)}
+    tables = {"GroupedQueryAttentionDecodeWithKVCacheFwdOp": gqa_rows,
+              "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": gqa_paged_rows,
+              "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp": mla_rows}
+    rows = {op: fn(args.target, args.quick) for op, fn in tables.items() if op in args.ops.split(",")}
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows})
     for op, r in rows.items():

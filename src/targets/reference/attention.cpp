@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "targets/builtin.h"
+#include "targets/reference/attention.h"
 #include "targets/reference/reference.h"
 #include "targets/reference/rope_neox.h"
 #include "tileops_generated/ops.h"
@@ -180,14 +181,7 @@ class GqaDecodePagedReference final : public Kernel {
 
 class MlaDecodeReference final : public Kernel {
  public:
-  void launch(const OpCall& call) const override {
-    const mla::View v(call);
-    // q . k + q_pe . k_pe is one dot product of the concatenated vectors.
-    const at::Tensor q = at::cat({v.q(), v.q_pe()}, -1).unsqueeze(1);  // [B, 1, H, D + pe]
-    const at::Tensor k = at::cat({v.k(), v.k_pe()}, -1);              // [B, N, 1, D + pe]
-    at::Tensor o = v.o();
-    o.copy_(attend(q, k, v.k(), {default_scale(std::nullopt, q.size(3)), std::nullopt}, {}).squeeze(1));
-  }
+  void launch(const OpCall& call) const override { mla_decode_aten(call); }
 };
 
 // [S, S] bool, token i attends j <= i: a causal mask broadcast over batch and heads, or undefined.
@@ -552,4 +546,13 @@ TILEOPS_BUILTIN_KERNEL(reference, GroupedQueryAttentionPrefillPagedWithKVCacheFw
 TILEOPS_BUILTIN_KERNEL(reference, DeepSeekSparseAttentionDecodeWithKVCacheFwdOp, dsa_decode_builder);
 
 }  // namespace
+void mla_decode_aten(const OpCall& call) {
+  const mla::View v(call);
+  // q . k + q_pe . k_pe is one dot product of the concatenated vectors.
+  const at::Tensor q = at::cat({v.q(), v.q_pe()}, -1).unsqueeze(1);  // [B, 1, H, D + pe]
+  const at::Tensor k = at::cat({v.k(), v.k_pe()}, -1);              // [B, N, 1, D + pe]
+  at::Tensor o = v.o();
+  o.copy_(attend(q, k, v.k(), {default_scale(std::nullopt, q.size(3)), std::nullopt}, {}).squeeze(1));
+}
+
 }  // namespace tileops::reference
