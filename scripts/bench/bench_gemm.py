@@ -1,6 +1,7 @@
 """GEMM benchmarks on a GPU: GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the manifest's workloads through the cublaslt
 target, beside torch.matmul / torch.bmm (cuBLAS: the eager column), torch.compile of the same call
-and a device copy of the operands' and output's bytes; GemmW4A16FwdOp's decode workloads through the
+and a device copy of the operands' and output's bytes; GemmFp8FwdOp's per-128-block workloads through
+the nvrtc target beside the float32 formula; GemmW4A16FwdOp's decode workloads through the
 nvrtc target beside the weight dequantized in torch and torch.matmul (eager and compiled); then the
 host time of a tiny cached call.
 A benchmark, not a test.    python3 scripts/bench/bench_gemm.py [--json out.json] [--quick] [--target T]
@@ -76,8 +77,8 @@ def bmm_rows(target: str, quick: bool) -> list[dict]:
 
 
 def fp8_rows(target: str, quick: bool) -> list[dict]:
-    """GemmFp8FwdOp's per-tensor workloads beside torch._scaled_mm (the eager column). The block-scaled
-    ones run ATen's float32 formula on every target so far: not timed."""
+    """GemmFp8FwdOp's per-tensor workloads beside torch._scaled_mm (the eager column); the block-scaled
+    ones: fp8_block_rows."""
     rows = []
     ws = [w for w in harness.manifest_workloads("gemm", "GemmFp8FwdOp") if w["scale_a"] == [1, 1]]
     for w in ws[: 2 if quick else None]:
@@ -97,6 +98,39 @@ def fp8_rows(target: str, quick: bool) -> list[dict]:
         compiled = harness.compiled(peer)
         row = harness.measure(w["name"], f"{m}x{n}x{k}", torch.float8_e4m3fn, nbytes, n_sets, {
             "ours": lambda i: (lambda: ops.gemm_fp8_fwd(As[i], Bs[i], sa, sb, None, target=target)),
+            "eager": lambda i: (lambda: peer(As[i], Bs[i])),
+            "compile": lambda i: (lambda: compiled(As[i], Bs[i])),
+            "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+        })
+        row["op"], row["tflops"] = "GemmFp8FwdOp", 2 * m * n * k / (row["ours_us"] * 1e-6) / 1e12
+        rows.append(row)
+        del As, Bs, flat, flat2
+    return rows
+
+
+def fp8_block_rows(quick: bool) -> list[dict]:
+    """GemmFp8FwdOp's per-128-block workloads on the nvrtc target. Eager is the formula a user writes
+    without a block-scaled kernel (operands scaled in float32, then torch.matmul); compile fuses it."""
+    rows = []
+    ws = [w for w in harness.manifest_workloads("gemm", "GemmFp8FwdOp") if w["scale_a"] != [1, 1]]
+    for w in ws[: 2 if quick else None]:
+        (m, k), (n, _) = w["a"], w["b"]
+        blocks = (k + 127) // 128
+        nbytes = m * k + n * k + 4 * (m + n) * blocks + 2 * m * n
+        n_sets = harness.n_sets_for(nbytes)
+        As = [torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn) for _ in range(n_sets)]
+        Bs = [torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn) for _ in range(n_sets)]
+        sa, sb = torch.rand(m, blocks, device="cuda") + 0.5, torch.rand(n, blocks, device="cuda") + 0.5
+        flat = [torch.empty(nbytes, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+        flat2 = [torch.empty_like(f) for f in flat]
+
+        def peer(a, b):
+            per_k = lambda s: s.repeat_interleave(128, 1)[:, :k]  # noqa: E731
+            return torch.matmul(a.float() * per_k(sa), (b.float() * per_k(sb)).t()).to(torch.bfloat16)
+
+        compiled = harness.compiled(peer)
+        row = harness.measure(w["name"], f"{m}x{n}x{k}/b128", torch.float8_e4m3fn, nbytes, n_sets, {
+            "ours": lambda i: (lambda: ops.gemm_fp8_fwd(As[i], Bs[i], sa, sb, None, target="nvrtc")),
             "eager": lambda i: (lambda: peer(As[i], Bs[i])),
             "compile": lambda i: (lambda: compiled(As[i], Bs[i])),
             "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
@@ -175,13 +209,14 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="the first few workloads only")
     ap.add_argument("--target", default="cublaslt", help="the tileops target timed as 'ours'")
-    ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmW4A16FwdOp",
+    ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmFp8FwdOp/block,GemmW4A16FwdOp",
                     help="the op classes whose rows are timed (comma-separated)")
     args = ap.parse_args()
     tileops.load()
     tables = {"GemmFwdOp": lambda: gemm_rows(args.target, args.quick),
               "BmmFwdOp": lambda: bmm_rows(args.target, args.quick),
               "GemmFp8FwdOp": lambda: fp8_rows(args.target, args.quick),
+              "GemmFp8FwdOp/block": lambda: fp8_block_rows(args.quick),
               "GemmW4A16FwdOp": lambda: w4a16_rows(args.quick)}
     rows = {name: tables[name]() if name in args.ops.split(",") else [] for name in tables}
     host = host_rows(args.target)
@@ -190,6 +225,7 @@ def main():
     print_rows(f"GemmFwdOp (target {args.target}) beside torch.matmul", rows["GemmFwdOp"])
     print_rows(f"BmmFwdOp (target {args.target}) beside torch.bmm", rows["BmmFwdOp"])
     print_rows(f"GemmFp8FwdOp per-tensor (target {args.target}) beside torch._scaled_mm", rows["GemmFp8FwdOp"])
+    print_rows("GemmFp8FwdOp per-128-block (target nvrtc) beside the float32 formula", rows["GemmFp8FwdOp/block"])
     print_rows("GemmW4A16FwdOp decode (target nvrtc) beside dequantize + torch.matmul", rows["GemmW4A16FwdOp"])
     print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
 
