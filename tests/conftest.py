@@ -38,6 +38,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Under pytest-xdist the workers share one GPU and the CPU's cores: each uses its share of the cores
+# and gives its cached GPU memory back after every test, so that no worker starves the others.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
+
+
+@pytest.fixture(autouse=True)
+def release_gpu_memory():
+    yield
+    if WORKERS > 1 and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 @pytest.fixture
 def counters():
     """Counters read as deltas from the start of the test."""
