@@ -38,6 +38,15 @@ def test_addresses_and_encodings_are_dropped_instructions_kept():
     assert sass_diff.normalized(moved) == text
 
 
+def test_kernel_names_and_global_slots_are_dropped_registers_and_params_kept():
+    renamed = sass_diff.normalized(LISTING.replace("_Z6kernelv", "_ZN7tileops2ew2OpIfEEv"))
+    assert renamed == sass_diff.normalized(LISTING)
+    slot = "ULDC.64 UR8, c[0x4][0x18] ;\nLDC R2, c[0x0][0x210] ;\n"
+    assert sass_diff.normalized(slot) == sass_diff.normalized(slot.replace("0x18", "0x98"))
+    assert sass_diff.normalized(slot) != sass_diff.normalized(slot.replace("0x210", "0x218"))  # a param moved
+    assert sass_diff.normalized(slot) != sass_diff.normalized(slot.replace("UR8", "UR10"))
+
+
 def test_kernel_name_drops_the_disk_key():
     assert sass_diff.kernel_name("/c/rms_norm_fwd__bf16__n4096__v8__sm_90a-441fd269535789cb.cubin") == \
         "rms_norm_fwd__bf16__n4096__v8__sm_90a"
@@ -59,3 +68,22 @@ def test_compare_passes_only_when_every_kernel_is_the_same(tmp_path, capsys):
     assert "1 differ" in capsys.readouterr().out
     assert sass_diff.compare(a, write(tmp_path / "d", {"k1.sass": same})) == 1
     assert "only in " + a + ": k2.sass" in capsys.readouterr().out
+
+
+def test_layout_variants_are_the_same_shape_transposed_broadcast_and_strided():
+    import torch
+    variants = list(sass_diff.layout_variants([3, 4, 5], torch.float16))
+    assert [tuple(v.shape) for v in variants] == [(3, 4, 5)] * 3
+    transposed, broadcast, strided = variants
+    assert transposed.stride() == (20, 1, 4)  # the last two dims' strides swapped
+    assert broadcast.stride() == (0, 0, 1)
+    assert strided.stride() == (40, 10, 2)
+    assert list(sass_diff.layout_variants([7], torch.float16)) == []  # one dim: nothing to vary
+    assert list(sass_diff.layout_variants([1, 5], torch.float16)) == []
+
+
+def test_layout_plans_reach_the_tiled_strided_and_vector_paths():
+    import tileops  # noqa: F401  (the library, for the offline plan)
+    lines = sass_diff.plan_layouts(["h200"], ["AddFwdOp"])
+    kinds = {k for k in ("tiled_fwd", "strided_fwd", "strided_vec_fwd") if any(k + "<" in ln for ln in lines)}
+    assert kinds == {"tiled_fwd", "strided_fwd", "strided_vec_fwd"}, lines[:3]
