@@ -48,6 +48,7 @@ def main(argv=None) -> int:
     try:
         ops = load_ops(args.manifests, root)
         parts = emit_cpp.emit_registration_parts(ops, max(1, args.registration_parts))
+        exprs = emit_cpp.emit_elementwise_exprs(ops)
         files = {f"tileops_generated/registration_{k}.cpp": text for k, text in enumerate(parts)}
         files.update({
             "tileops_generated/op_table.cpp": emit_cpp.emit_op_table(ops),
@@ -55,7 +56,11 @@ def main(argv=None) -> int:
             "tileops_generated/composite.h": emit_cpp.emit_composite_header(ops),
             "tileops_generated/callers.h": emit_cpp.emit_callers_header(ops),
             "tileops_generated/elementwise.h": emit_cpp.emit_elementwise_header(ops),
-            "tileops_generated/kernel_sources.cpp": emit_kernels.emit(emit_kernels.collect(args.kernels_root)),
+            # The elementwise expressions as functors (read by src/kernels/elementwise/op.cuh), embedded with
+            # the kernel sources and written beside them for a reader.
+            "kernels/elementwise/exprs.cuh": exprs,
+            "tileops_generated/kernel_sources.cpp": emit_kernels.emit(
+                emit_kernels.collect(args.kernels_root) + [("elementwise/exprs.cuh", exprs)]),
             "tileops_generated/workload_calls.cpp": emit_workloads.emit(ops),
             "docs/OPS.md": emit_docs.emit(ops, emit_docs.collect_kernels(args.targets_root) if args.targets_root
                                            else {}),

@@ -10,6 +10,7 @@ Outputs (all in the build folder):
 from __future__ import annotations
 
 import json
+import re
 
 from . import exprs
 from .model import DTYPES, NO_DEFAULT, Branch, Op, Output, Param, returned_outputs
@@ -1256,6 +1257,59 @@ def emit_op_table(ops) -> str:
     out += ["}  // namespace", "",
             "c10::ArrayRef<OpInfo> op_table() { return c10::ArrayRef<OpInfo>(kOps, sizeof(kOps) / sizeof(kOps[0])); }",
             "const char* op_table_json() { return kJson; }", "", "}  // namespace tileops"]
+    return "\n".join(out) + "\n"
+
+
+# Functions whose for16 forms a 16-bit result (expm1, softplus) or 16-bit operands (floor_divide,
+# remainder) take (src/kernels/elementwise/elementwise.cuh, TILEOPS_EW_16BIT_*).
+FOR16_RESULTS = ("expm1", "softplus")
+FOR16_OPERANDS = ("floor_divide", "remainder")
+
+
+def ew_expr_name(o, case: int) -> str:
+    """The functor of an elementwise entry's expression case in elementwise/exprs.cuh."""
+    return f"{o.base_name}__{case}"
+
+
+def emit_elementwise_exprs(ops) -> str:
+    """elementwise/exprs.cuh: per `elementwise:` entry and case, a functor whose value() is the manifest's
+    expression over the inputs (as the compute type, or a fixed input's own) and params (as C)."""
+    ew = [o for o in ops if o.status == "implemented" and o.elementwise]
+    out = ["// Generated from manifests/*.yaml by scripts/codegen; do not edit.",
+           "// The elementwise engine's expressions (src/kernels/elementwise/op.cuh instantiates them).",
+           "#pragma once", '#include "elementwise/op.cuh"', "", "namespace tileops {", "namespace ew {",
+           "namespace expr {", ""]
+    for o in ew:
+        values = [p.name for p in o.params if p.name != o.select]
+        for case, (_, text) in enumerate(o.select_cases or ((None, o.elementwise),)):
+            tparams = ", ".join(f"class V{k}" for k in range(len(o.inputs)))
+            args = ", ".join(f"V{k} v{k}" for k in range(len(o.inputs)))
+            uses = lambda names: any(re.search(rf"\b{n}\s*\(", text) for n in names)  # noqa: E731
+            # each input as what the expression reads it as (X<k>: the compute type or a fixed input's own)
+            body = [f"    [[maybe_unused]] const X{k} {i.name} = cast<X{k}>(v{k});" for k, i in enumerate(o.inputs)]
+            body += [f"    [[maybe_unused]] const C {name} = s[{j}];" for j, name in enumerate(values)]
+            body.append("    [[maybe_unused]] auto rounded = [](C v) { return cast<C>(cast<TO>(v)); };")
+            ret = f"return cast<TO>({text});"
+            results, operands = uses(FOR16_RESULTS), uses(FOR16_OPERANDS)
+            if results or operands:
+                both = " ".join(x for x, on in (("TILEOPS_EW_16BIT_RESULTS", results),
+                                                ("TILEOPS_EW_16BIT_OPERANDS", operands)) if on)
+                if results and operands:
+                    body += [f"    if constexpr (R16 && O16) {{ {both} {ret} }}",
+                             f"    else if constexpr (R16) {{ TILEOPS_EW_16BIT_RESULTS {ret} }}",
+                             f"    else if constexpr (O16) {{ TILEOPS_EW_16BIT_OPERANDS {ret} }}",
+                             f"    else {{ {ret} }}"]
+                else:
+                    flag = "R16" if results else "O16"
+                    body += [f"    if constexpr ({flag}) {{ {both} {ret} }}", f"    else {{ {ret} }}"]
+            else:
+                body.append(f"    {ret}")
+            out += [f"// {o.cls}: {text}",
+                    f"struct {ew_expr_name(o, case)} {{",
+                    f"  template <class C, class TO, bool R16, bool O16, class X0, class X1, class X2, class X3, {tparams}>",
+                    f"  static __device__ __forceinline__ TO value([[maybe_unused]] const C* s, {args}) {{",
+                    *body, "  }", "};", ""]
+    out += ["}  // namespace expr", "}  // namespace ew", "}  // namespace tileops"]
     return "\n".join(out) + "\n"
 
 

@@ -14,6 +14,7 @@
 #include "jit/cuda_driver.h"
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/elementwise/elementwise.h"
+#include "targets/nvrtc/kernel_sources.h"
 #include "tileops/op_call.h"
 
 namespace {
@@ -22,6 +23,24 @@ using tileops::nvrtc::EwLayout;
 using tileops::nvrtc::EwSpec;
 using tileops::nvrtc::ew_layout;
 namespace ew = tileops::elementwise;
+
+// The functor of an entry's expression case in the generated elementwise/exprs.cuh, as text.
+std::string functor_of(int op, int variant) {
+  const std::string name = std::string("struct ") + ew::kOps[op].stem + "__" + std::to_string(variant) + " {";
+  for (const auto& f : tileops::nvrtc::kernel_files()) {
+    if (std::string(f.name) != "elementwise/exprs.cuh") continue;
+    const std::string text = f.text;
+    const size_t at = text.find(name);
+    return at == std::string::npos ? std::string() : text.substr(at, text.find("\n};", at) - at);
+  }
+  return {};
+}
+
+// The functor a spec's kernel instantiates (its name in the kernel's name expression).
+bool instantiates(const EwSpec& s, int op, int variant) {
+  const std::string functor = std::string("tileops::ew::expr::") + ew::kOps[op].stem + "__" + std::to_string(variant) + ",";
+  return s.sources()[0].name_expression.find(functor) != std::string::npos;
+}
 
 EwLayout layout(std::vector<std::vector<int64_t>> sizes, std::vector<std::vector<int64_t>> strides,
                 std::vector<int64_t> out) {
@@ -119,17 +138,20 @@ TEST(ElementwisePlan, TransposedInputGoesThroughTiles) {
   EXPECT_FALSE(s.staged[1]);
   EXPECT_TRUE(s.aligned[0] && s.aligned[1]);
   EXPECT_NE(s.name().find("f32at_f32a_"), std::string::npos) << s.name();
-  EXPECT_EQ(s.sources()[0].name_expression, "tileops::ew::tiled_fwd<tileops::ew::Op, int, 2>");
-  EXPECT_NE(s.sources()[0].source.find("constexpr bool staged(int k) { return false || k == 0; }"), std::string::npos);
+  EXPECT_EQ(s.sources()[0].name_expression,
+            "tileops::ew::tiled_fwd<tileops::ew::Op<tileops::ew::expr::elementwise_add_fwd__0, float, float, 1, "
+            "tileops::ew::In<float, false, true, true, false>, tileops::ew::In<float, false, true, false, false>>, int, 2>");
   // both inputs transposed: both staged, each in its own tile
   s = add_plan(at::empty({512, 384}, f).t(), at::empty({512, 384}, f).t());
   EXPECT_TRUE(s.staged[0] && s.staged[1]);
-  EXPECT_NE(s.sources()[0].source.find("kTiles = 2;"), std::string::npos);
+  EXPECT_NE(s.sources()[0].name_expression.find("In<float, false, true, true, false>, tileops::ew::In<float, false, true, "
+                                                "true, false>"), std::string::npos);
   // odd sizes: one element a thread (a pair would cross the edge)
   s = add_plan(at::empty({515, 389}, f).t(), at::empty({389, 515}, f));
   EXPECT_TRUE(s.staged[0]);
   EXPECT_EQ(s.vec, 1);
-  EXPECT_EQ(s.sources()[0].name_expression, "tileops::ew::tiled_fwd<tileops::ew::Op, int, 1>");
+  EXPECT_EQ(s.sources()[0].name_expression.rfind("tileops::ew::tiled_fwd<", 0), 0u);
+  EXPECT_NE(s.sources()[0].name_expression.find(">>, int, 1>"), std::string::npos) << s.sources()[0].name_expression;
   // a staged input starting one element in, and another whose rows start one element in: 2 a thread,
   // each read one element at a time
   s = add_plan(at::empty({512 * 384 + 1}, f).slice(0, 1).view({512, 384}).t(),
@@ -240,7 +262,8 @@ TEST(ElementwiseCompiles, IntegerFormsAndEveryChoiceToCubin) {
         s.variant = c;
         if (c == 0 && std::string(cls) == "DivFwdOp" && dt != c10::kHalf) continue;  // true division: float out
         const auto srcs = s.sources();
-        EXPECT_NE(srcs[0].source.find(ew::kOps[op].case_exprs[c]), std::string::npos);
+        EXPECT_TRUE(instantiates(s, op, c)) << srcs[0].name_expression;
+        EXPECT_NE(functor_of(op, c).find(ew::kOps[op].case_exprs[c]), std::string::npos) << cls << " " << c;
         const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
         EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
       }
@@ -261,7 +284,7 @@ TEST(ElementwisePlan, RoundingModeIsPartOfTheIdentity) {
     const EwSpec s = tileops::nvrtc::ew_problem(div, call);
     EXPECT_STREQ(ew::kOps[div].case_values[s.variant], mode);
     names.push_back(s.name());
-    EXPECT_NE(s.sources()[0].source.find(ew::kOps[div].case_exprs[s.variant]), std::string::npos);
+    EXPECT_TRUE(instantiates(s, div, s.variant)) << s.sources()[0].name_expression;
   }
   EXPECT_NE(names[0], names[1]);
   EXPECT_NE(names[1].find("__mfloor"), std::string::npos) << names[1];
@@ -343,7 +366,8 @@ TEST(ElementwiseSpec, IdentityIsExpressionDtypesAndPathNotSizes) {
   EXPECT_NE(a.name(), b.name());
   EXPECT_NE(a.name().find("__v8"), std::string::npos);
   EXPECT_NE(b.name().find("__r2"), std::string::npos);
-  EXPECT_NE(a.sources()[0].source.find(ew::kOps[0].expr), std::string::npos);
+  EXPECT_TRUE(instantiates(a, 0, 0));
+  EXPECT_NE(functor_of(0, 0).find(ew::kOps[0].expr), std::string::npos);
 }
 
 // The contiguous loop's unroll (a tuning knob) is part of the kernel's identity and code; a CTA never
@@ -356,10 +380,9 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   EXPECT_FALSE(s == base);
   EXPECT_NE(s.name().find("__v8u4"), std::string::npos) << s.name();
   EXPECT_EQ(base.name().find("__v8u"), std::string::npos) << base.name();  // the default keeps its name
-  EXPECT_NE(base.sources()[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 2, int>"), std::string::npos);
+  EXPECT_NE(base.sources()[0].name_expression.find(">>, 8, 2, int>"), std::string::npos);
   const auto srcs = s.sources();
-  EXPECT_NE(srcs[0].name_expression.find("contiguous_fwd<tileops::ew::Op, 8, 4, int>"), std::string::npos)
-      << srcs[0].name_expression;
+  EXPECT_NE(srcs[0].name_expression.find(">>, 8, 4, int>"), std::string::npos) << srcs[0].name_expression;
   EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF"));
   // TILEOPS_TUNE=ew_unroll=.. reaches the spec, a power of two only: at 6 (a chunk of 768 steps) the
   // last int CTA step of 2^30 - 1 one-element steps would pass 2^31 and wrap
@@ -380,8 +403,8 @@ TEST(ElementwiseSpec, UnrollIsInTheNameAndTheLoop) {
   EXPECT_NE(t.name().find("__v8t64"), std::string::npos) << t.name();
 }
 
-// A 16-bit output opens the for16 forms of expm1 and softplus in value() (elementwise.cuh); float32
-// keeps libdevice's; both compile.
+// A 16-bit output opens the for16 forms of expm1 and softplus in value() (elementwise.cuh): the
+// entries' functors take them under R16, which op.cuh sets from the output type; every dtype compiles.
 TEST(ElementwiseSpec, SixteenBitOutputsTakeTheFor16Forms) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   for (const char* cls : {"SeluFwdOp", "SoftplusFwdOp", "Expm1FwdOp"}) {
@@ -391,16 +414,15 @@ TEST(ElementwiseSpec, SixteenBitOutputsTakeTheFor16Forms) {
       EwSpec s = spec_for(op, dt, 0, false);
       s.compute = c10::kFloat;
       const auto srcs = s.sources();
-      EXPECT_EQ(srcs[0].source.find("TILEOPS_EW_16BIT_RESULTS") != std::string::npos, dt != c10::kFloat)
-          << cls << " " << c10::toString(dt);
+      EXPECT_NE(functor_of(op, 0).find("if constexpr (R16) { TILEOPS_EW_16BIT_RESULTS"), std::string::npos) << cls;
       const auto cubin = tileops::jit::compile_to_cubin(srcs[0]);
       EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
     }
   }
 }
 
-// Operands that are all float16 or bfloat16 open the for16 floor_divide (elementwise.cuh), for
-// FloorDivide and Div's floor mode; a float32 operand beside a 16-bit one keeps the general form.
+// Operands that are all float16 or bfloat16 open the for16 floor_divide and remainder (elementwise.cuh)
+// under O16, which op.cuh sets only when every input is 16-bit; every mix compiles.
 TEST(ElementwiseSpec, SixteenBitOperandsTakeTheFor16Modulo) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   const std::pair<c10::ScalarType, c10::ScalarType> cases[] = {{c10::kHalf, c10::kHalf}, {c10::kBFloat16, c10::kHalf},
@@ -414,8 +436,7 @@ TEST(ElementwiseSpec, SixteenBitOperandsTakeTheFor16Modulo) {
       s.out = c10::promoteTypes(a, b);
       s.compute = c10::kFloat;
       const auto srcs = s.sources();
-      const bool both16 = b != c10::kFloat && a != c10::kFloat;
-      EXPECT_EQ(srcs[0].source.find("TILEOPS_EW_16BIT_OPERANDS") != std::string::npos, both16) << srcs[0].name;
+      EXPECT_NE(functor_of(op, 0).find("if constexpr (O16) { TILEOPS_EW_16BIT_OPERANDS"), std::string::npos) << name;
       EXPECT_EQ(tileops::jit::compile_to_cubin(srcs[0]).image.substr(0, 4), std::string("\x7f" "ELF")) << srcs[0].name;
     }
   }

@@ -1,6 +1,6 @@
 // The elementwise engine's kernels: y = f(x0, x1, ...) over broadcast operands of any strides.
-// The host (src/targets/nvrtc/elementwise/) generates a small struct `Op` per kernel identity
-// (expression, dtypes, path) and instantiates one of the two loops below with it:
+// The host (src/targets/nvrtc/elementwise/) instantiates one of the loops below with an ew::Op
+// (op.cuh) of the entry's generated expression functor and the operands' kinds:
 //   contiguous_fwd  every operand dense in the output's order, or a broadcast single element:
 //                   VEC elements a thread step (16-byte accesses for the widest operand), UNROLL
 //                   steps in flight (all loads, then all stores), one contiguous chunk a CTA

@@ -108,135 +108,28 @@ int ew_contiguous_threads(int64_t vecs, int sms, int max_threads, int unroll) {
 
 int ew_value_params(const EwOp& e) { return e.n_params - (e.select >= 0 ? 1 : 0); }
 
-std::string ew_source_text(const EwSpec& s) {
+std::string ew_op_type(const EwSpec& s) {
   const EwOp& e = kOps[s.op];
-  const std::string C = compute_type_name(s.compute), TO = kernel_type_name(s.out);
-  auto T = [&](int k) { return std::string(kernel_type_name(s.in[k])); };
-  std::string src = "#include \"elementwise/elementwise.cuh\"\nnamespace tileops {\nnamespace ew {\n";
-  const std::string expr = e.case_exprs[s.variant];
-  src += "// " + std::string(e.cls) + ": " + expr + "\nstruct Op {\n";
-  src += "  using C = " + C + ";\n";
-  src += "  static constexpr int kIn = " + std::to_string(e.n_in) + ";\n";
-  std::string ones = "false";
+  auto flag = [](bool b) { return b ? "true" : "false"; };
+  std::string t = "tileops::ew::Op<tileops::ew::expr::" + std::string(e.stem) + "__" + std::to_string(s.variant) +
+                  ", " + compute_type_name(s.compute) + ", " + kernel_type_name(s.out) + ", " +
+                  std::to_string(ew_value_params(e));
   for (int k = 0; k < e.n_in; ++k)
-    if (s.one[k]) ones += " || k == " + std::to_string(k);
-  src += "  static __device__ __forceinline__ constexpr bool one(int k) { return " + ones + "; }\n";
-  // The tiled loop: staged inputs are copied into shared-memory tiles (one per staged input), then
-  // read from them; an aligned input loads its V elements as one vector.
-  std::string staged = "false", tile, stage_load, stage_store, rebase;
-  int n_tiles = 0, slot = 1;
-  for (int k = 0; k < e.n_in; ++k) {
-    if (!s.staged[k]) continue;
-    const std::string ks = std::to_string(k);
-    staged += " || k == " + ks;
-    tile += "    if (k == " + ks + ") return " + std::to_string(n_tiles++) + ";\n";
-    slot = std::max(slot, elem(s.in[k]));
-    stage_load += "    if (k == " + ks + ") " +
-                  (s.aligned[k] ? "r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off);\n"
-                                : "{\n#pragma unroll\n      for (int i = 0; i < V; ++i) r.x" + ks + ".v[i] = p" + ks +
-                                      "[off + i];\n    }\n");
-    stage_store += "    if (k == " + ks + ") {\n#pragma unroll\n      for (int i = 0; i < V; ++i) reinterpret_cast<" + T(k) +
-                   "*>(tile)[slot + i] = r.x" + ks + ".v[i];\n    }\n";
-    rebase += "    if (k == " + ks + ") p" + ks + " = reinterpret_cast<const " + T(k) + "*>(tile);\n";
-  }
-  src += "  static constexpr int kTiles = " + std::to_string(std::max(n_tiles, 1)) + ";\n";
-  src += "  static constexpr int kSlot = " + std::to_string(slot) + ";  // bytes a tile slot holds\n";
-  src += "  static __device__ __forceinline__ constexpr bool staged(int k) { return " + staged + "; }\n";
-  src += "  static __device__ __forceinline__ constexpr int tile(int k) {\n" + tile + "    return 0;\n  }\n";
-  src += "  __device__ __forceinline__ void rebase(int k, const unsigned char* tile) {\n" + rebase + "  }\n";
-  for (int k = 0; k < e.n_in; ++k) src += "  const " + T(k) + "* p" + std::to_string(k) + ";\n";
-  src += "  " + TO + "* out;\n";
-  for (int j = 0; j < ew_value_params(e); ++j) src += "  C s" + std::to_string(j) + ";\n";
-  // value(): the manifest's expression over the converted operands.
-  std::string args, call_vec, call_elem;
-  for (int k = 0; k < e.n_in; ++k) {
-    const std::string ks = std::to_string(k);
-    args += (k ? ", " : "") + T(k) + " v" + ks;
-    call_vec += std::string(k ? ", " : "") + (s.one[k] ? "r.x" + ks : "r.x" + ks + ".v[j]");
-    call_elem += (k ? ", " : "") + std::string("p") + ks + "[off[" + ks + "]]";
-  }
-  src += "  __device__ __forceinline__ " + TO + " value(" + args + ") const {\n";
-  for (int k = 0; k < e.n_in; ++k) {
-    const std::string ks = std::to_string(k);
-    const std::string type = e.in_fixed[k] ? (s.in[k] == c10::ScalarType::Half || s.in[k] == c10::ScalarType::BFloat16
-                                                  ? std::string("float") : T(k))
-                                           : std::string("C");
-    src += "    [[maybe_unused]] const " + type + " " + e.in_names[k] + " = cast<" + type + ">(v" + ks + ");\n";
-  }
-  for (int j = 0, slot = 0; j < e.n_params; ++j)
-    if (j != e.select)
-      src += "    [[maybe_unused]] const C " + std::string(e.param_names[j]) + " = s" + std::to_string(slot++) + ";\n";
-  // rounded(): an intermediate rounded as torch's kernels for 16-bit floats round it (div trunc)
-  src += "    [[maybe_unused]] auto rounded = [](C v) { return cast<C>(cast<" + TO + ">(v)); };\n";
-  if (s.out == c10::ScalarType::Half || s.out == c10::ScalarType::BFloat16) src += "    TILEOPS_EW_16BIT_RESULTS\n";
-  bool operands16 = e.n_in > 0;
-  for (int k = 0; k < e.n_in; ++k)
-    operands16 = operands16 && (s.in[k] == c10::ScalarType::Half || s.in[k] == c10::ScalarType::BFloat16);
-  if (operands16) src += "    TILEOPS_EW_16BIT_OPERANDS\n";
-  src += "    return cast<" + TO + ">(" + expr + ");\n  }\n";
-  // The contiguous path: V elements a step per operand (one element for a broadcast single element).
-  src += "  template <int V> struct Regs {\n";
-  for (int k = 0; k < e.n_in; ++k)
-    src += s.one[k] ? "    " + T(k) + " x" + std::to_string(k) + ";\n"
-                    : "    Vec<" + T(k) + ", V> x" + std::to_string(k) + ";\n";
-  src += "  };\n";
-  src += "  template <int V, class I> __device__ __forceinline__ void load(I i, Regs<V>& r) const {\n";
-  for (int k = 0; k < e.n_in; ++k) {
-    const std::string ks = std::to_string(k);
-    src += s.one[k] ? "    r.x" + ks + " = p" + ks + "[0];\n"
-                    : "    r.x" + ks + " = reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + ")[i];\n";
-  }
-  src += "  }\n";
-  // The strided path's groups: V elements of the innermost dim from each input's offset.
-  src += "  template <int V, class I> __device__ __forceinline__ void gather(const I* off, Regs<V>& r) const {\n";
-  for (int k = 0; k < e.n_in; ++k) {
-    const std::string ks = std::to_string(k);
-    if (s.one[k])
-      src += "    r.x" + ks + " = p" + ks + "[off[" + ks + "]];\n";
-    else if (s.aligned[k])
-      src += "    r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off[" + ks + "]);\n";
-    else
-      src += "#pragma unroll\n    for (int j = 0; j < V; ++j) r.x" + ks + ".v[j] = p" + ks + "[off[" + ks + "] + j];\n";
-  }
-  src += "  }\n";
-  src += "  template <int V, class I> __device__ __forceinline__ void stage_load(int k, I off, Regs<V>& r) const {\n" +
-         stage_load + "  }\n";
-  src += "  template <int V> __device__ __forceinline__ void stage_store(int k, const Regs<V>& r, int slot, "
-         "unsigned char* tile) const {\n" + stage_store + "  }\n";
-  // The tiled loop's groups: V elements `step` apart (a tile's pitch for a staged input).
-  src += "  template <int V, class I> __device__ __forceinline__ void fetch(const I* off, const I* step, Regs<V>& r) "
-         "const {\n";
-  for (int k = 0; k < e.n_in; ++k) {
-    const std::string ks = std::to_string(k);
-    if (s.aligned[k] && !s.staged[k])
-      src += "    r.x" + ks + " = *reinterpret_cast<const Vec<" + T(k) + ", V>*>(p" + ks + " + off[" + ks + "]);\n";
-    else
-      src += "#pragma unroll\n    for (int i = 0; i < V; ++i) r.x" + ks + ".v[i] = p" + ks + "[off[" + ks + "] + i * step[" +
-             ks + "]];\n";
-  }
-  src += "  }\n";
-  src += "  template <int V, class I> __device__ __forceinline__ void store(I i, const Regs<V>& r) const {\n";
-  src += "    Vec<" + TO + ", V> y;\n#pragma unroll\n    for (int j = 0; j < V; ++j) y.v[j] = value(" + call_vec +
-         ");\n";
-  src += "    reinterpret_cast<Vec<" + TO + ", V>*>(out)[i] = y;\n  }\n";
-  src += "  template <class I> __device__ __forceinline__ void element(const I* off, I o) const { out[o] = value(" +
-         call_elem + "); }\n";
-  src += "};\n}  // namespace ew\n}  // namespace tileops\n";
-  return src;
+    t += std::string(", tileops::ew::In<") + kernel_type_name(s.in[k]) + ", " + flag(s.one[k]) + ", " +
+         flag(s.aligned[k]) + ", " + flag(s.staged[k]) + ", " + flag(e.in_fixed[k]) + ">";
+  return t + ">";
 }
 
 std::vector<jit::KernelSource> EwSpec::sources() const {
-  const std::string idx = index64 ? "long long" : "int";
+  const std::string idx = index64 ? "long long" : "int", op = ew_op_type(*this);
   const bool tiled = std::find(staged.begin(), staged.end(), true) != staged.end();
-  const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<tileops::ew::Op, " + std::to_string(vec) + ", " +
+  const std::string expr = rank == 0 ? "tileops::ew::contiguous_fwd<" + op + ", " + std::to_string(vec) + ", " +
                                            std::to_string(unroll) + ", " + idx + ">"
-                     : tiled   ? "tileops::ew::tiled_fwd<tileops::ew::Op, " + idx + ", " + std::to_string(vec) + ">"
-                     : vec > 1 ? "tileops::ew::strided_vec_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " +
+                     : tiled   ? "tileops::ew::tiled_fwd<" + op + ", " + idx + ", " + std::to_string(vec) + ">"
+                     : vec > 1 ? "tileops::ew::strided_vec_fwd<" + op + ", " + std::to_string(rank) + ", " +
                                      std::to_string(vec) + ", " + idx + ">"
-                               : "tileops::ew::strided_fwd<tileops::ew::Op, " + std::to_string(rank) + ", " + idx + ">";
-  jit::KernelSource src = make_source(name(), "elementwise/elementwise.cuh", expr, arch);
-  src.source = ew_source_text(*this);
-  return {src};
+                               : "tileops::ew::strided_fwd<" + op + ", " + std::to_string(rank) + ", " + idx + ">";
+  return {make_source(name(), "elementwise/exprs.cuh", expr, arch)};
 }
 
 namespace {
@@ -369,7 +262,7 @@ class EwKernel final : public Kernel {
         ptrs[k] = copies[k].const_data_ptr();
       }
     }
-    // The generated Op: input pointers, the output pointer, then the params in the compute type.
+    // The ew::Op (op.cuh): input pointers, the output pointer, then the params in the compute type.
     alignas(8) unsigned char op_bytes[8 * (elementwise::kMaxInputs + 1) + 8 * elementwise::kMaxParams] = {};
     for (int k = 0; k < e.n_in; ++k) std::memcpy(op_bytes + 8 * k, &ptrs[k], 8);
     void* yp = y.mutable_data_ptr();

@@ -1,7 +1,7 @@
 // The elementwise engine on the nvrtc target: every manifest entry with an `elementwise:` expression
-// (tileops_generated/elementwise.h) is served by one family, whose kernels are the two loops of
-// src/kernels/elementwise/elementwise.cuh instantiated with a generated `Op` struct (the expression,
-// the operand types, the compute type). A kernel's identity is that expression (the case a str
+// (tileops_generated/elementwise.h) is served by one family, whose kernels are the loops of
+// src/kernels/elementwise/elementwise.cuh instantiated with an ew::Op (src/kernels/elementwise/op.cuh)
+// of the entry's generated expression functor, the operand kinds and the compute type. A kernel's identity is that expression (the case a str
 // param chose, for an entry with one expression per value), the dtypes and the
 // path (contiguous with its vector width, or strided with its rank after collapsing dims), never
 // the sizes: sizes and strides are launch arguments.
@@ -85,9 +85,11 @@ using EwProblem = EwSpec;  // the spec without the device
 
 // The compute type of an op for these dtypes (the rule in manifests/elementwise.yaml's header).
 c10::ScalarType ew_compute_dtype(const elementwise::EwOp& op, c10::ArrayRef<c10::ScalarType> in, c10::ScalarType out);
-// The generated translation unit of a spec (the `Op` struct, then the loop it instantiates).
-std::string ew_source_text(const EwSpec& s);
-// The params an entry's `Op` struct holds (all but the select param), in order.
+// The ew::Op type a spec instantiates its loop with (src/kernels/elementwise/op.cuh): the entry's
+// expression functor (generated elementwise/exprs.cuh), the compute and output types, the params, and
+// each input's type and kind.
+std::string ew_op_type(const EwSpec& s);
+// The params an entry's ew::Op holds (all but the select param), in order.
 int ew_value_params(const elementwise::EwOp& op);
 // Threads a CTA of the contiguous loop for `vecs` vector steps on `sms` SMs: max_threads, or fewer
 // (down to a warp) when max_threads would leave SMs idle, so a small call's loads spread over more
