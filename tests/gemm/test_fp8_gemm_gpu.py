@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tileops
+from support.fp8_oracle import fp8_blocks_float64
 
 pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
 tileops.load()
@@ -27,20 +28,9 @@ def inputs(m, n, k, mode_a, mode_b, seed=0):
     return a, b, sa, sb
 
 
-def float64_blocks(a, b, sa, sb, bias):
-    m, k = a.shape
-    n, blocks = b.shape[0], (k + 127) // 128
-    sa, sb = sa.double().expand(m, blocks), sb.double().expand(n, blocks)
-    d = torch.zeros(m, n, dtype=torch.float64, device=a.device)
-    for i in range(blocks):
-        cols = slice(128 * i, 128 * (i + 1))
-        d += (a.double()[:, cols] @ b.double()[:, cols].T) * sa[:, i:i + 1] * sb[:, i][None]
-    return d if bias is None else d + bias.double()
-
-
 def assert_close(d, a, b, sa, sb, bias):
-    want = float64_blocks(a, b, sa, sb, bias)
-    terms = float64_blocks(a.float().abs().to(E4M3), b.float().abs().to(E4M3), sa, sb, None)
+    want = fp8_blocks_float64(a, b, sa, sb, bias)
+    terms = fp8_blocks_float64(a.float().abs().to(E4M3), b.float().abs().to(E4M3), sa, sb, None)
     err = (d.double() - want).abs()
     assert (err <= HALF_ULP[d.dtype] * want.abs() + ACCUM * terms + 1e-3).all(), float((err / terms).max())
 
@@ -64,7 +54,7 @@ def test_block_workloads_against_the_reference(mnk):
     a, b, sa, sb = inputs(m, n, k, "block", "block", seed=1)
     got = ops.gemm_fp8_fwd(a, b, sa, sb, None, target="nvrtc").double()
     ref = ops.gemm_fp8_fwd(a, b, sa, sb, None, target="reference").double()
-    terms = float64_blocks(a.float().abs().to(E4M3), b.float().abs().to(E4M3), sa, sb, None)
+    terms = fp8_blocks_float64(a.float().abs().to(E4M3), b.float().abs().to(E4M3), sa, sb, None)
     assert ((got - ref).abs() <= 2 * HALF_ULP[torch.bfloat16] * ref.abs() + ACCUM * terms + 1e-3).all()
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tileops
+from support.fp8_oracle import fp8_blocks_float64
 
 pytestmark = pytest.mark.gpu
 tileops.load()
@@ -80,17 +81,6 @@ def test_a_cuda_graph_replays_a_warmed_gemm(target):
     g.replay()
     torch.cuda.synchronize()
     close_to_float64(d, a.double(), b.double().t())
-
-
-def fp8_blocks_float64(a, b, scale_a, scale_b, bias):
-    m, k = a.shape
-    n, blocks = b.shape[0], (k + 127) // 128
-    sa, sb = scale_a.double().expand(m, blocks), scale_b.double().expand(n, blocks)
-    d = torch.zeros(m, n, dtype=torch.float64, device=a.device)
-    for i in range(blocks):
-        sl = slice(128 * i, 128 * (i + 1))
-        d += (a.double()[:, sl] @ b.double()[:, sl].T) * sa[:, i:i + 1] * sb[:, i][None]
-    return d if bias is None else d + bias.double()
 
 
 @pytest.mark.parametrize("target", FP8_TARGETS)
