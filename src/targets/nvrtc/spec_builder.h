@@ -36,6 +36,20 @@
 
 namespace tileops::nvrtc {
 
+// A kernel that runs a function of the call: the ATen formula a family's make() returns for the shapes
+// its kernel does not take (their spec has no sources).
+class FunctionKernel final : public Kernel {
+ public:
+  explicit FunctionKernel(void (*run)(const OpCall&)) : run_(run) {}
+  void launch(const OpCall& call) const override { run_(call); }
+
+ private:
+  void (*run_)(const OpCall&);
+};
+inline std::shared_ptr<const Kernel> function_kernel(void (*run)(const OpCall&)) {
+  return std::make_shared<FunctionKernel>(run);
+}
+
 // Specs interned per builder: a spec's id is its index, planned once per (device, problem).
 template <class Family>
 class SpecTable {

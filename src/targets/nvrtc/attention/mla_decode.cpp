@@ -73,11 +73,6 @@ class MlaDecodeKernel final : public Kernel {
   bool dependent_merge_;
 };
 
-class MlaDecodeAten final : public Kernel {
- public:
-  void launch(const OpCall& call) const override { reference::mla_decode_aten(call); }
-};
-
 struct MlaDecodeFamily {
   using Problem = MlaDecodeProblem;
   using Spec = MlaDecodeSpec;
@@ -89,7 +84,7 @@ struct MlaDecodeFamily {
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return mla_decode_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
-    if (!s.kernel()) return std::make_shared<MlaDecodeAten>();
+    if (!s.kernel()) return function_kernel(&reference::mla_decode_aten);
     const int smem = mla_decode_smem_bytes(s.dim, s.pe_dim, s.stages);
     allow_dynamic_smem(k[0], smem, dev);
     const int per_sm = std::clamp(dev.smem_per_sm / (smem + dev.reserved_smem), 1, kMlaMaxCtasPerSm);

@@ -47,11 +47,6 @@ class Fp8GemmKernel final : public Kernel {
   Fp8GemmSpec s_;
 };
 
-class Fp8GemmAten final : public Kernel {
- public:
-  void launch(const OpCall& call) const override { reference::gemm_fp8_fwd_aten(call); }
-};
-
 struct Fp8GemmFamily {
   using Problem = Fp8GemmProblem;
   using Spec = Fp8GemmSpec;
@@ -64,7 +59,7 @@ struct Fp8GemmFamily {
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return fp8_gemm_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
-    if (!s.kernel()) return std::make_shared<Fp8GemmAten>();
+    if (!s.kernel()) return function_kernel(&reference::gemm_fp8_fwd_aten);
     allow_dynamic_smem(k[0], fp8_gemm_smem_bytes(s.stages), dev);
     return std::make_shared<Fp8GemmKernel>(std::move(k[0]), s);
   }

@@ -40,11 +40,6 @@ class W4A16Kernel final : public Kernel {
   int warps_;
 };
 
-class W4A16Aten final : public Kernel {
- public:
-  void launch(const OpCall& call) const override { reference::gemm_w4a16_fwd_aten(call); }
-};
-
 struct W4A16Family {
   using Problem = W4A16Problem;
   using Spec = W4A16Spec;
@@ -56,7 +51,7 @@ struct W4A16Family {
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return w4a16_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    if (s.m_tiles == 0) return std::make_shared<W4A16Aten>();
+    if (s.m_tiles == 0) return function_kernel(&reference::gemm_w4a16_fwd_aten);
     return std::make_shared<W4A16Kernel>(std::move(k[0]), s.warps);
   }
 };
