@@ -74,11 +74,7 @@ __global__ void __launch_bounds__(fp8_gemm::kWarps * 32, 1)
     }
   };
 
-  float total[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) total[i][j][0] = total[i][j][1] = total[i][j][2] = total[i][j][3] = 0.f;
+  float total[MT][NT][4] = {};
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -98,11 +94,7 @@ __global__ void __launch_bounds__(fp8_gemm::kWarps * 32, 1)
     const unsigned char* sa = fp8_smem + (kb % STAGES) * (A_BYTES + B_BYTES);
     const unsigned char* sb = sa + A_BYTES;
 
-    float part[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) part[i][j][0] = part[i][j][1] = part[i][j][2] = part[i][j][3] = 0.f;
+    float part[MT][NT][4] = {};
 #pragma unroll
     for (int ks = 0; ks < kBK / 32; ++ks) {  // 32 bytes of K: chunks 2 ks, 2 ks + 1
       unsigned bf[NT][2];
