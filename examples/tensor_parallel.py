@@ -23,7 +23,7 @@ import torch.nn.functional as F
 import tileops  # noqa: F401  (loads the library; its DTensor rules register with torch.distributed.tensor)
 from tileops.activation import SiluAndMulFwdOp
 from tileops.norm import FusedAddRMSNormFwdOp, RMSNormFwdOp
-from tileops.position import RopeNeoxFwdOp
+from tileops.position import RopeNeoxCachedFwdOp
 
 DIM, HEADS, KV_HEADS, HIDDEN = 256, 8, 4, 512  # GQA: two q heads a kv head
 BATCH, SEQ = 2, 32
@@ -60,7 +60,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
-        self.rope = RopeNeoxFwdOp()
+        self.rope = RopeNeoxCachedFwdOp()
 
     def forward(self, x, positions, cos_sin_cache):
         b, s, _ = x.shape

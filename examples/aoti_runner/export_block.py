@@ -32,7 +32,7 @@ class Block(torch.nn.Module):
         h = torch.ops.tileops.norm_rms_norm_fwd(x, self.norm1, [D])
         q, k, v = (h @ self.qkv).split(D, dim=-1)
         q, k = q.reshape(t, HEADS, D // HEADS).contiguous(), k.reshape(t, HEADS, D // HEADS).contiguous()
-        torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q(positions, q, k, self.cos_sin)
+        torch.ops.tileops.position_rope_neox_cached_fwd_writes_k_writes_q(positions, q, k, self.cos_sin)
         mixed = (q * k).reshape(t, D) + v  # a stand-in for attention: the block is about the ops
         y, residual = torch.ops.tileops.norm_fused_add_rms_norm_fwd(mixed, residual, self.norm2, [D])
         return torch.ops.tileops.activation_silu_and_mul_fwd(y @ self.up) @ self.down, residual

@@ -13,7 +13,7 @@ What is replaced (architectures: Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Ph
 - The gated MLP activation: SiLU-and-mul (SiluAndMulFwdOp), GELU-tanh-and-mul (Gemma:
   GeluTanhAndMulFwdOp), exact-GELU-and-mul (GeluAndMulFwdOp). Phi-3's fused gate_up projection feeds
   the op directly; the other MLPs compute gate and up with two projections, concatenated first.
-- Rotary embedding application (apply_rotary_pos_emb, Phi-3's partial form too) by RopeNeoxFwdOp:
+- Rotary embedding application (apply_rotary_pos_emb, Phi-3's partial form too) by RopeNeoxCachedFwdOp:
   HF's cos/sin rows (cat(freqs, freqs), so the first half of each row is the whole table) become the
   op's [cos | sin] cache, indexed by token. The op rotates in place; q and k are copied first, since
   HF's function leaves its inputs alone.
@@ -110,9 +110,9 @@ _OPS: dict = {}  # filled by the first patch, read by the forwards (a plain dict
 def _make_ops() -> None:
     if not _OPS:
         from .activation import GeluAndMulFwdOp, GeluTanhAndMulFwdOp, SiluAndMulFwdOp
-        from .position import RopeNeoxFwdOp
+        from .position import RopeNeoxCachedFwdOp
         _OPS.update(silu=SiluAndMulFwdOp(), gelu_tanh=GeluTanhAndMulFwdOp(), gelu=GeluAndMulFwdOp(),
-                    rope=RopeNeoxFwdOp())
+                    rope=RopeNeoxCachedFwdOp())
 
 
 def _needs_grad(*tensors) -> bool:
@@ -408,7 +408,7 @@ def _patch(model: nn.Module, archs, *, rms_norm, layer_norm, mlp, rope, require:
             if hasattr(f, "__wrapped__") or "apply_rotary_pos_emb" not in f.__code__.co_names:
                 summary.skipped.append((name, "its forward does not call apply_rotary_pos_emb itself"))
                 continue
-            take(name, m, _attention_with_rope(cls, arch in _PARTIAL_ROPE), f"{cls.__name__} rotary -> RopeNeoxFwdOp")
+            take(name, m, _attention_with_rope(cls, arch in _PARTIAL_ROPE), f"{cls.__name__} rotary -> RopeNeoxCachedFwdOp")
 
     if summary._modules:
         _turn_pairing_on(model)

@@ -1,4 +1,4 @@
-"""Position family ops (manifests/position.yaml): the vLLM-style RoPE ops (RopeNeoxFwdOp, RopeNonNeoxFwdOp,
+"""Position family ops (manifests/position.yaml): the vLLM-style RoPE ops (RopeNeoxCachedFwdOp, RopeNonNeoxCachedFwdOp,
 their flat forms; in place on q and k from a cos/sin cache), TileOPs' RopeNeoxPositionIdsFwdOp and its
 scaled RoPE ops RopeLlama31FwdOp, RopeYarnFwdOp, RopeLongRopeFwdOp (x into a new tensor, layout '1d'
 [seq_len, head_dim] or '2d' [batch, seq_len, num_heads, head_dim], the table built from the params;

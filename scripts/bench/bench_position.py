@@ -112,7 +112,7 @@ def main():
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "kernels": rows})
     # 'copy' copies all of q and k; RoPE with rot < head_dim moves fewer bytes than that copy.
-    harness.print_table("RopeNeoxFwdOp / RopeNonNeoxFwdOp and the flat forms (in place, q and k)", rows)
+    harness.print_table("RopeNeoxCachedFwdOp / RopeNonNeoxCachedFwdOp and the flat forms (in place, q and k)", rows)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def family_calls(rows, cols, dtype):
         def rope(neox):
             def fn(d, t):
                 qq, kk = on(d, q, k)
-                op = ops.position_rope_neox_fwd_writes_k_writes_q if neox else ops.position_rope_non_neox_fwd_writes_k_writes_q
+                op = ops.position_rope_neox_cached_fwd_writes_k_writes_q if neox else ops.position_rope_non_neox_cached_fwd_writes_k_writes_q
                 op(*on(d, pos), qq, kk, *on(d, cache), target=t)
                 return qq, kk
             return fn

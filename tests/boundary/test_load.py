@@ -65,7 +65,7 @@ def test_a_statically_linked_cxx_runtime_stays_private(tmp_path):
             "p = torch.tensor([0, 70]); q = torch.randn(2, 2, 32); k = torch.randn(2, 2, 32);"
             "c = torch.randn(64, 32)\n"
             "with pytest.raises(IndexError, match='max_pos=64, .*got 70'):\n"
-            "    torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q(p, q, k, c)\n"
+            "    torch.ops.tileops.position_rope_neox_cached_fwd_writes_k_writes_q(p, q, k, c)\n"
             "print('ok')")
     env = dict(os.environ, TILEOPS_LIBRARY=lib, PYTHONPATH=os.path.join(ROOT, "python"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

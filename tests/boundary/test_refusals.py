@@ -53,9 +53,9 @@ def rope_args(t=5, h=2, d=8):
 def test_rope_with_k_the_same_tensor_as_q_is_refused_untouched():
     pos, q, _, cache = rope_args()
     before = q.clone()
-    with pytest.raises(RuntimeError, match=r"tileops::position_rope_neox_fwd_writes_k_writes_q: 'q' is written and "
+    with pytest.raises(RuntimeError, match=r"tileops::position_rope_neox_cached_fwd_writes_k_writes_q: 'q' is written and "
                                            r"shares memory with 'k'"):
-        ops.position_rope_neox_fwd_writes_k_writes_q(pos, q, q, cache)
+        ops.position_rope_neox_cached_fwd_writes_k_writes_q(pos, q, q, cache)
     assert torch.equal(q, before)
 
 
@@ -63,7 +63,7 @@ def test_rope_with_q_and_k_overlapping_in_one_buffer_is_refused():
     pos, _, _, cache = rope_args()
     buf = torch.randn(6, 2, 8)
     with pytest.raises(RuntimeError, match=r"'q' is written and shares memory with 'k'"):
-        ops.position_rope_non_neox_fwd_writes_k_writes_q(pos, buf[:5], buf[1:], cache)
+        ops.position_rope_non_neox_cached_fwd_writes_k_writes_q(pos, buf[:5], buf[1:], cache)
 
 
 def test_rope_with_disjoint_interleaved_views_of_one_buffer_is_accepted():
@@ -72,8 +72,8 @@ def test_rope_with_disjoint_interleaved_views_of_one_buffer_is_accepted():
     buf = torch.randn(5, 4, 8)
     q, k = buf[:, :2], buf[:, 2:]
     q_ref, k_ref = q.clone(), k.clone()
-    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q, k, cache)
-    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q_ref, k_ref, cache)
+    ops.position_rope_neox_cached_fwd_writes_k_writes_q(pos, q, k, cache)
+    ops.position_rope_neox_cached_fwd_writes_k_writes_q(pos, q_ref, k_ref, cache)
     assert torch.equal(q, q_ref) and torch.equal(k, k_ref)
 
 
@@ -115,7 +115,7 @@ def test_rope_with_k_a_strided_prefix_of_q_is_refused_untouched():
     # k = q[:, :2]: a non-contiguous view inside q; accepted, it gave wrong values in 319 of 640 places.
     pos, q, _, cache = rope_args(t=5, h=4, d=8)
     before = q.clone()
-    for op in (ops.position_rope_neox_fwd_writes_k_writes_q, ops.position_rope_non_neox_fwd_writes_k_writes_q):
+    for op in (ops.position_rope_neox_cached_fwd_writes_k_writes_q, ops.position_rope_non_neox_cached_fwd_writes_k_writes_q):
         with pytest.raises(RuntimeError, match=r"'q' is written and shares memory with 'k'"):
             op(pos, q, q[:, :2], cache)
     w = torch.ones(8)
@@ -132,8 +132,8 @@ def test_rope_with_q_k_split_from_a_flat_qkv_is_accepted():
     q, k, _ = qkv.split([hq * d, hk * d, hk * d], dim=-1)
     pos, cache = torch.randint(0, 16, (t,)), torch.randn(16, d)
     q_ref, k_ref = q.clone().view(t, hq, d), k.clone().view(t, hk, d)
-    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q.view(t, hq, d), k.view(t, hk, d), cache)
-    ops.position_rope_neox_fwd_writes_k_writes_q(pos, q_ref, k_ref, cache)
+    ops.position_rope_neox_cached_fwd_writes_k_writes_q(pos, q.view(t, hq, d), k.view(t, hk, d), cache)
+    ops.position_rope_neox_cached_fwd_writes_k_writes_q(pos, q_ref, k_ref, cache)
     assert torch.equal(q.view(t, hq, d), q_ref) and torch.equal(k.view(t, hk, d), k_ref)
 
 

@@ -48,9 +48,9 @@ def test_out_buffer_branch(golden):
 
 
 def test_always_written_inputs_sorted_suffixes(golden):
-    assert golden["RopeNeoxFwdOp"].operator_names == ("position_rope_neox_fwd_writes_k_writes_q",)
-    assert schemas(golden["RopeNeoxFwdOp"])[0].startswith(
-        "position_rope_neox_fwd_writes_k_writes_q(Tensor positions, Tensor(a!) q, Tensor(b!) k, ")
+    assert golden["RopeNeoxCachedFwdOp"].operator_names == ("position_rope_neox_cached_fwd_writes_k_writes_q",)
+    assert schemas(golden["RopeNeoxCachedFwdOp"])[0].startswith(
+        "position_rope_neox_cached_fwd_writes_k_writes_q(Tensor positions, Tensor(a!) q, Tensor(b!) k, ")
 
 
 def test_optional_output_branch(golden):

@@ -28,7 +28,7 @@ def first_work(text):
 
 
 def test_written_inputs_are_checked_for_overlap_before_any_copy(golden):
-    body, _ = boundary(golden["RopeNeoxFwdOp"], "position_rope_neox_fwd_writes_k_writes_q")
+    body, _ = boundary(golden["RopeNeoxCachedFwdOp"], "position_rope_neox_cached_fwd_writes_k_writes_q")
     for check in ('require_no_internal_overlap(kOp, "q", q)', 'require_no_internal_overlap(kOp, "k", k)',
                   'require_no_overlap(kOp, "q", q, "k", k)', 'require_no_overlap(kOp, "q", q, "positions", positions)',
                   'require_copy_fits(kOp, "q", q)'):

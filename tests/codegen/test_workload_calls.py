@@ -42,7 +42,7 @@ def test_optional_inputs_and_list_params_follow_from_the_workload(calls):
 
 
 def test_required_inputs_follow_from_bound_dims(calls):
-    positions, q, k, cache = find(calls, "position_rope_neox_fwd_writes_k_writes_q", "llama-8b-prefill")
+    positions, q, k, cache = find(calls, "position_rope_neox_cached_fwd_writes_k_writes_q", "llama-8b-prefill")
     assert positions == {"shape": [8192], "dtype": "int64"}  # [t], t from q; its only dtype
     assert k["shape"] == [8192, 8, 128] and cache["shape"] == [8192, 128]
 

@@ -37,8 +37,8 @@ def _rope_position_ids(device):
     return pos.RopeNeoxPositionIdsFwdOp(max_position=16, rotary_dim=32), (x, torch.arange(8, device=device) * 2)
 
 
-def _rope_scaled(name, **params):
-    # TileOPs' scaled entries: x of layout '2d' (the positions are its seq axis); LongRoPE's factors.
+def _rope_x(name, **params):
+    # TileOPs' entries over x: x of layout '2d' (the positions are its seq axis); LongRoPE's factors.
     def make(device):
         import tileops.position as pos
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -50,11 +50,13 @@ def _rope_scaled(name, **params):
 
 CONTRACT = {
     "RopeNeoxPositionIdsFwdOp": _rope_position_ids,
-    "RopeNeoxFwdOp": _rope("RopeNeoxFwdOp"),
-    "RopeNonNeoxFwdOp": _rope("RopeNonNeoxFwdOp"),
-    "RopeNeoxFlatFwdOp": _rope_flat("RopeNeoxFlatFwdOp"),
-    "RopeNonNeoxFlatFwdOp": _rope_flat("RopeNonNeoxFlatFwdOp"),
-    "RopeLlama31FwdOp": _rope_scaled("RopeLlama31FwdOp", base=500000.0),
-    "RopeYarnFwdOp": _rope_scaled("RopeYarnFwdOp", scale=4.0, attn_factor=1.1386),
-    "RopeLongRopeFwdOp": _rope_scaled("RopeLongRopeFwdOp", max_position_embeddings=16384),
+    "RopeNeoxCachedFwdOp": _rope("RopeNeoxCachedFwdOp"),
+    "RopeNonNeoxCachedFwdOp": _rope("RopeNonNeoxCachedFwdOp"),
+    "RopeNeoxCachedFlatFwdOp": _rope_flat("RopeNeoxCachedFlatFwdOp"),
+    "RopeNonNeoxCachedFlatFwdOp": _rope_flat("RopeNonNeoxCachedFlatFwdOp"),
+    "RopeNeoxFwdOp": _rope_x("RopeNeoxFwdOp", base=500000.0),
+    "RopeNonNeoxFwdOp": _rope_x("RopeNonNeoxFwdOp"),
+    "RopeLlama31FwdOp": _rope_x("RopeLlama31FwdOp", base=500000.0),
+    "RopeYarnFwdOp": _rope_x("RopeYarnFwdOp", scale=4.0, attn_factor=1.1386),
+    "RopeLongRopeFwdOp": _rope_x("RopeLongRopeFwdOp", max_position_embeddings=16384),
 }

@@ -316,7 +316,7 @@ def draw_rope(rng, g, name):
             return [rope64(a[0], a[1], a[3], neox)]
         need(a[2].dim() == 3 and a[1].shape[2] == a[2].shape[2], "head_dim")
         return [rope64(a[0], a[1], a[3], neox), rope64(a[0], a[2], a[3], neox)]
-    op = "position_rope_neox_fwd_writes_k_writes_q" if neox else "position_rope_non_neox_fwd_writes_k_writes_q"
+    op = "position_rope_neox_cached_fwd_writes_k_writes_q" if neox else "position_rope_non_neox_cached_fwd_writes_k_writes_q"
     return Call(op, [pos, q, k, cache], {}, oracle, lambda a, r: [x for x in (a[1], a[2]) if x is not None],
                 {0: (torch.int64,), 1: FLOATS, 2: 1, 3: FLOATS}, written=(1, 2))
 

@@ -102,7 +102,7 @@ def expected_counts(arch):
     norm_op = "GemmaRMSNormFwdOp" if arch in ("gemma", "gemma2") else "RMSNormFwdOp"
     return {f"{p}RMSNorm -> {norm_op}": NORMS.get(arch, 2 * LAYERS + 1),
             f"{p}MLP -> {GATED_OP.get(arch, 'SiluAndMulFwdOp')}": LAYERS,
-            f"{p}Attention rotary -> RopeNeoxFwdOp": LAYERS}
+            f"{p}Attention rotary -> RopeNeoxCachedFwdOp": LAYERS}
 
 
 def test_summary_names_every_replacement(arch, model):
@@ -449,7 +449,7 @@ def test_rope_left_alone_when_the_rotary_embedding_is_not_hfs():
     model = make_model("llama")
     model.model.rotary_emb.forward = lambda x, position_ids: (None, None)  # rows of unknown layout
     with tileops.patched(model) as summary:
-        assert "LlamaAttention rotary -> RopeNeoxFwdOp" not in summary.counts
+        assert "LlamaAttention rotary -> RopeNeoxCachedFwdOp" not in summary.counts
         assert summary.skipped[0][1] == "its rotary embedding is not HF's own (cos/sin rows unknown)"
 
 

@@ -14,14 +14,14 @@ import torch._dynamo
 
 import tileops
 from position.rope_formulas import CACHE_COMBOS, REFUSED_COMBOS, assert_rope_close, make_cache, rope_ref
-from tileops.position import QKNormRopeFwdOp, RopeNeoxFlatFwdOp, RopeNeoxFwdOp
+from tileops.position import QKNormRopeFwdOp, RopeNeoxCachedFlatFwdOp, RopeNeoxCachedFwdOp
 
 pytestmark = pytest.mark.gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPS = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
-       False: torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q}
-FLAT = {True: torch.ops.tileops.position_rope_neox_flat_fwd_writes_k_writes_q,
-        False: torch.ops.tileops.position_rope_non_neox_flat_fwd_writes_k_writes_q}
+OPS = {True: torch.ops.tileops.position_rope_neox_cached_fwd_writes_k_writes_q,
+       False: torch.ops.tileops.position_rope_non_neox_cached_fwd_writes_k_writes_q}
+FLAT = {True: torch.ops.tileops.position_rope_neox_cached_flat_fwd_writes_k_writes_q,
+        False: torch.ops.tileops.position_rope_non_neox_cached_flat_fwd_writes_k_writes_q}
 STYLES = [True, False]
 STYLE_IDS = ["neox", "gptj"]
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
@@ -171,7 +171,7 @@ def test_cuda_graph_replay_after_warm_up():
 
 def test_compile_with_inductor_keeps_one_node_and_mutates():
     torch._dynamo.reset()
-    op = RopeNeoxFwdOp()
+    op = RopeNeoxCachedFwdOp()
     positions, q, k, cache = inputs(128, 8, 2, 128, 128, torch.bfloat16)
     q2, k2 = q.clone(), k.clone()
 
@@ -338,7 +338,7 @@ def test_flat_form_cuda_graph_and_compile():
     q = torch.randn(64, 8 * 128, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(64, 2 * 128, device="cuda", dtype=torch.bfloat16)
     cache = make_cache(4096, 128).cuda()
-    op = RopeNeoxFlatFwdOp(head_size=128)
+    op = RopeNeoxCachedFlatFwdOp(head_size=128)
     op(positions, q.clone(), k.clone(), cache, offsets)  # warm-up builds
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()

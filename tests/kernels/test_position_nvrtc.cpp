@@ -103,12 +103,12 @@ TEST(RopePlan, LaunchShapeCoversHeadsThenTokens) {
 TEST(RopePlan, NameCarriesTheIdentity) {
   const auto a = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, true, 8), "sm_90a");
   const auto b = tileops::nvrtc::rope_name(plan_rope(c10::kBFloat16, 128, 128, false, 8), "sm_90a");
-  EXPECT_EQ(a, "rope_neox_fwd__bf16__cf32__d128_r128_v8__sm_90a");
+  EXPECT_EQ(a, "rope_neox_cached_fwd__bf16__cf32__d128_r128_v8__sm_90a");
   EXPECT_NE(a, b);
   // The cache's dtype is part of the identity: a bf16 cache is another specialisation.
   const auto p = plan_rope(c10::kBFloat16, 128, 128, true, 8, c10::kBFloat16);
   EXPECT_EQ(p.vec, 8);
-  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_fwd__bf16__cbf16__d128_r128_v8__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_cached_fwd__bf16__cbf16__d128_r128_v8__sm_90a");
   EXPECT_NE(tileops::nvrtc::rope_source(p, "sm_90a").name_expression.find(
                 "tileops::rope_fwd<tileops::bf16, tileops::bf16, 128, 128, 8, true>"),
             std::string::npos);
@@ -144,12 +144,12 @@ TEST(RopePlan, IndexTypeAndOffsetsNameTheIndexedKernel) {
   EXPECT_FALSE(p.indexed());  // int64 positions alone: rope_fwd, name unchanged
   EXPECT_EQ(tileops::nvrtc::rope_source(p, "sm_90a").name_expression.rfind("tileops::rope_fwd<", 0), 0u);
   p.index_dtype = c10::kInt;
-  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_fwd__bf16__cf32__d128_r128_v8__pi32__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::rope_name(p, "sm_90a"), "rope_neox_cached_fwd__bf16__cf32__d128_r128_v8__pi32__sm_90a");
   EXPECT_EQ(tileops::nvrtc::rope_source(p, "sm_90a").name_expression,
             "tileops::rope_indexed_fwd<tileops::bf16, float, int, 128, 128, 8, true, false>");
   auto o = plan_rope(c10::kBFloat16, 128, 128, true, 8);
   o.offsets = true;
-  EXPECT_EQ(tileops::nvrtc::rope_name(o, "sm_90a"), "rope_neox_fwd__bf16__cf32__d128_r128_v8__pi64_off__sm_90a");
+  EXPECT_EQ(tileops::nvrtc::rope_name(o, "sm_90a"), "rope_neox_cached_fwd__bf16__cf32__d128_r128_v8__pi64_off__sm_90a");
   EXPECT_FALSE(o == p);
   EXPECT_FALSE(o == plan_rope(c10::kBFloat16, 128, 128, true, 8));
 }

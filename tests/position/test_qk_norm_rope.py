@@ -14,8 +14,8 @@ from tileops.position import QKNormRopeFwdOp
 
 OP = torch.ops.tileops.position_qk_norm_rope_fwd_writes_k_writes_q
 RMS = torch.ops.tileops.norm_rms_norm_fwd
-ROPE = torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q
-ROPE_GPTJ = torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q
+ROPE = torch.ops.tileops.position_rope_neox_cached_fwd_writes_k_writes_q
+ROPE_GPTJ = torch.ops.tileops.position_rope_non_neox_cached_fwd_writes_k_writes_q
 
 
 def inputs(t=6, hq=4, hk=2, d=64, rot=64, dtype=torch.float32, max_pos=32, cache_dtype=torch.float32):
@@ -129,7 +129,7 @@ def test_checks_name_the_composite():
         OP(positions, q, k, qw, kw[:10], make_cache(8, 64))
     with pytest.raises(TypeError, match=r"'q_weight' must have the dtype of 'q'"):
         OP(positions, q, k, qw.half(), kw, make_cache(8, 64))
-    # Its own dtype_combos, the same as RopeNeoxFwdOp's: refused before any sub-op runs.
+    # Its own dtype_combos, the same as RopeNeoxCachedFwdOp's: refused before any sub-op runs.
     with pytest.raises(TypeError, match=r"tileops::position_qk_norm_rope_fwd_writes_k_writes_q: the dtypes of "
                                         rf"\(q, cos_sin_cache\) must be one of the combinations {COMBOS_TEXT} "
                                         r"\(dtype_combos\), got \(float32, bfloat16\)"):
@@ -142,13 +142,13 @@ def test_no_boundary_of_its_own():
 
 
 def test_composite_and_rope_entries_agree_on_the_cache():
-    # The composite passes cos_sin_cache to RopeNeoxFwdOp unchanged: its manifest must accept exactly
+    # The composite passes cos_sin_cache to RopeNeoxCachedFwdOp unchanged: its manifest must accept exactly
     # the dtypes (and pairs with q) that RoPE accepts, or a call would pass one check and fail the other.
     from codegen.__main__ import load_ops
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ops = {o.cls: o for o in load_ops(sorted(glob.glob(os.path.join(root, "manifests", "*.yaml"))), root)}
     composite = ops["QKNormRopeFwdOp"]
-    for rope in (ops["RopeNeoxFwdOp"], ops["RopeNonNeoxFwdOp"]):
+    for rope in (ops["RopeNeoxCachedFwdOp"], ops["RopeNonNeoxCachedFwdOp"]):
         for name in ("positions", "q", "cos_sin_cache"):
             assert composite.input(name).dtype == rope.input(name).dtype, name
         assert composite.dtype_combos == rope.dtype_combos and len(rope.dtype_combos) == 5

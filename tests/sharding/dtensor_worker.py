@@ -127,12 +127,12 @@ def _extras(mesh):
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
     from tileops.norm import RMSNormFwdOp
-    from tileops.position import RopeNeoxFwdOp
+    from tileops.position import RopeNeoxCachedFwdOp
     out = {}
     torch.manual_seed(1)
     positions = torch.arange(8) % 5
     q, k, cache = torch.randn(8, 8, 64), torch.randn(8, 4, 64), torch.randn(16, 64)  # GQA: 2 q heads a kv head
-    rope = RopeNeoxFwdOp()
+    rope = RopeNeoxCachedFwdOp()
     wq, wk = q.clone(), k.clone()
     rope(positions, wq, wk, cache)
     dq, dk = (distribute_tensor(t.clone(), mesh, [Shard(1)]) for t in (q, k))

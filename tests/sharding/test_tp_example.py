@@ -26,6 +26,6 @@ def test_tensor_parallel_example():
     assert len(diffs) == 2 and max(diffs) <= 1e-4, out
     assert "collectives of one sharded forward: {'all_gather_into_tensor': 2, 'reduce_scatter_tensor': 2}" in out
     calls = dict(re.findall(r"^  tileops\.(\w+)\(.*\): (\d+) collectives$", out, re.M))
-    assert calls == {"norm_rms_norm_fwd": "0", "position_rope_neox_fwd_writes_k_writes_q": "0",
+    assert calls == {"norm_rms_norm_fwd": "0", "position_rope_neox_cached_fwd_writes_k_writes_q": "0",
                      "norm_fused_add_rms_norm_fwd": "0", "activation_silu_and_mul_fwd": "0"}, out
     assert "\nOK\n" in out

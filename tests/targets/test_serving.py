@@ -20,7 +20,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
                      "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp", "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
                      "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "GroupedGemmFwdOp", "GemmW4A16FwdOp",
-                     "RopeLlama31FwdOp", "RopeYarnFwdOp", "RopeLongRopeFwdOp",
+                     "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeLlama31FwdOp", "RopeYarnFwdOp", "RopeLongRopeFwdOp",
                      "GatedDeltaNetBHTDFwdOp", "GatedDeltaNetBTHDFwdOp", "GatedDeltaNetBwdOp", "DeltaNetFwdOp",
                      "DeltaNetBwdOp", "GLABwdOp",
                      "GroupedQueryAttentionPrefillFwdOp", "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp",

@@ -89,7 +89,7 @@ __device__ __forceinline__ void run(const I* __restrict__ positions, const I* __
 }
 }  // namespace rope_detail
 
-// int64 positions, no offsets (RopeNeoxFwdOp / RopeNonNeoxFwdOp with int64 positions).
+// int64 positions, no offsets (RopeNeoxCachedFwdOp / RopeNonNeoxCachedFwdOp with int64 positions).
 template <typename T, typename C, int HEAD_DIM, int ROT, int VEC, bool NEOX>
 __global__ void rope_fwd(const long long* __restrict__ positions, T* __restrict__ q, T* __restrict__ k,
                          const C* __restrict__ cache, long long tokens, int hq, int hk, long long max_pos,

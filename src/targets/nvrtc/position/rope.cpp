@@ -1,4 +1,4 @@
-// RopeNeoxFwdOp, RopeNonNeoxFwdOp and their flat forms on the nvrtc target (one kernel template,
+// RopeNeoxCachedFwdOp, RopeNonNeoxCachedFwdOp and their flat forms on the nvrtc target (one kernel template,
 // NEOX a template flag; the cache's element type, float32 or q's dtype, another template parameter).
 #include "targets/nvrtc/position/rope.h"
 
@@ -15,10 +15,10 @@
 namespace tileops::nvrtc {
 namespace {
 
-namespace op = tileops::ops::position_rope_neox_fwd;
-namespace op2 = tileops::ops::position_rope_non_neox_fwd;
-namespace flat = tileops::ops::position_rope_neox_flat_fwd;
-namespace flat2 = tileops::ops::position_rope_non_neox_flat_fwd;
+namespace op = tileops::ops::position_rope_neox_cached_fwd;
+namespace op2 = tileops::ops::position_rope_non_neox_cached_fwd;
+namespace flat = tileops::ops::position_rope_neox_cached_flat_fwd;
+namespace flat2 = tileops::ops::position_rope_non_neox_cached_flat_fwd;
 // Each style's entries are read through the Neox entry's view: they share one argument order.
 static_assert(int{op::q} == int{op2::q} && int{op::k} == int{op2::k} && int{op::positions} == int{op2::positions} &&
                   int{op::cos_sin_cache} == int{op2::cos_sin_cache},
@@ -125,10 +125,10 @@ struct RopeFamily {
   }
 };
 
-KernelBuilder rope_neox_builder() { return spec_builder(RopeFamily{true, false}); }
-KernelBuilder rope_non_neox_builder() { return spec_builder(RopeFamily{false, false}); }
-KernelBuilder rope_neox_flat_builder() { return spec_builder(RopeFamily{true, true}); }
-KernelBuilder rope_non_neox_flat_builder() { return spec_builder(RopeFamily{false, true}); }
+KernelBuilder rope_neox_cached_builder() { return spec_builder(RopeFamily{true, false}); }
+KernelBuilder rope_non_neox_cached_builder() { return spec_builder(RopeFamily{false, false}); }
+KernelBuilder rope_neox_cached_flat_builder() { return spec_builder(RopeFamily{true, true}); }
+KernelBuilder rope_non_neox_cached_flat_builder() { return spec_builder(RopeFamily{false, true}); }
 
 }  // namespace
 
@@ -142,7 +142,7 @@ RopeSpec plan_rope(c10::ScalarType dtype, int64_t head_dim, int64_t rot_dim, boo
 
 std::vector<jit::KernelSource> RopeSpec::sources() const { return {rope_source(*this, arch)}; }
 std::string RopeSpec::describe() const {
-  return std::string(neox ? "rope_neox_fwd" : "rope_gptj_fwd") + "(dtype=" + short_type_name(dtype) +
+  return std::string(neox ? "rope_neox_cached_fwd" : "rope_gptj_cached_fwd") + "(dtype=" + short_type_name(dtype) +
          ", head_dim=" + std::to_string(head_dim) + ", rot_dim=" + std::to_string(rot_dim) + ", vec=" +
          std::to_string(vec) + ", cache=" + short_type_name(cache_dtype) +
          (indexed() ? std::string(", positions=") + short_type_name(index_dtype) + (offsets ? "+offsets" : "") : "") +
@@ -155,7 +155,7 @@ std::string rope_name(const RopeSpec& p, const std::string& arch) {
   // int64 positions without offsets keep the name they had before the indexed kernel existed.
   const std::string index = p.indexed() ? std::string("__p") + short_type_name(p.index_dtype) + (p.offsets ? "_off" : "")
                                         : std::string();
-  return std::string(p.neox ? "rope_neox_fwd__" : "rope_gptj_fwd__") + short_type_name(p.dtype) + "__c" +
+  return std::string(p.neox ? "rope_neox_cached_fwd__" : "rope_gptj_cached_fwd__") + short_type_name(p.dtype) + "__c" +
          short_type_name(p.cache_dtype) + "__d" + std::to_string(p.head_dim) + "_r" + std::to_string(p.rot_dim) +
          "_v" + std::to_string(p.vec) + index + "__" + arch;
 }
@@ -180,9 +180,9 @@ RopeLaunch rope_launch_shape(const RopeSpec& p, int64_t heads) {
   return s;
 }
 
-TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxFwdOp, rope_neox_builder);
-TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxFwdOp, rope_non_neox_builder);
-TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxFlatFwdOp, rope_neox_flat_builder);
-TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxFlatFwdOp, rope_non_neox_flat_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxCachedFwdOp, rope_neox_cached_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxCachedFwdOp, rope_non_neox_cached_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNeoxCachedFlatFwdOp, rope_neox_cached_flat_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, RopeNonNeoxCachedFlatFwdOp, rope_non_neox_cached_flat_builder);
 
 }  // namespace tileops::nvrtc

@@ -1,4 +1,4 @@
-// RopeNeoxFwdOp / RopeNonNeoxFwdOp and their flat forms (RopeNeoxFlatFwdOp / RopeNonNeoxFlatFwdOp:
+// RopeNeoxCachedFwdOp / RopeNonNeoxCachedFwdOp and their flat forms (RopeNeoxCachedFlatFwdOp / RopeNonNeoxCachedFlatFwdOp:
 // q and k as [t, heads * head_size]) on the nvrtc target: which specialisation of
 // src/kernels/position/rope_fwd.cuh serves a call, and how it is launched.
 #pragma once

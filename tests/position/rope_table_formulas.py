@@ -1,9 +1,14 @@
-"""Independent float64 formulas for TileOPs' scaled RoPE entries (RopeLlama31FwdOp, RopeYarnFwdOp,
-RopeLongRopeFwdOp), written from the papers / Hugging Face's rope init functions, sharing no code
+"""Independent float64 formulas for TileOPs' RoPE entries over x (RopeNeoxFwdOp, RopeNonNeoxFwdOp,
+RopeLlama31FwdOp, RopeYarnFwdOp, RopeLongRopeFwdOp), written from the papers / Hugging Face's rope init functions, sharing no code
 with the C++ reference: each returns (inverse frequencies [head_dim // 2], float64; amplitude)."""
 import math
 
 import torch
+
+
+def plain(head_dim, base=10000.0):
+    """RoFormer's frequencies: theta_i = base^(-2i/d), no scaling."""
+    return base ** -(torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim), 1.0
 
 
 def llama31(head_dim, base=10000.0, scale_factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -58,8 +63,9 @@ def longrope(head_dim, base=10000.0, rescale_factors=None, max_position_embeddin
     return f, amp
 
 
-def rotate64(x, inv_freq, amplitude, layout):
-    """x rotated in float64 at the positions of its sequence axis, Neox halves, with the table's cos and
+def rotate64(x, inv_freq, amplitude, layout, pairs=False):
+    """x rotated in float64 at the positions of its sequence axis, Neox halves (pairs: RoFormer's
+    adjacent pairs (x[2i], x[2i+1])), with the table's cos and
     sin (times the amplitude) rounded to x's dtype as the entries define it; also the per-element bound
     on the part of the error a float32 table may add (angles and frequencies a few ulps off, and a
     16-bit table entry that rounds the other way), to be scaled by |x1| + |x2|."""
@@ -74,6 +80,11 @@ def rotate64(x, inv_freq, amplitude, layout):
         cos, sin, slack = (t[None, :, None, :] for t in (cos, sin, slack))
     half = x.shape[-1] // 2
     x64 = x.double().cpu()
+    if pairs:
+        x1, x2 = x64[..., 0::2], x64[..., 1::2]
+        want = torch.empty_like(x64)
+        want[..., 0::2], want[..., 1::2] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+        return want, (slack * (x1.abs() + x2.abs())).repeat_interleave(2, -1)
     x1, x2 = x64[..., :half], x64[..., half:]
     want = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
     return want, torch.cat([slack, slack], -1) * (x1.abs() + x2.abs()).repeat(*([1] * (x.dim() - 1)), 2)

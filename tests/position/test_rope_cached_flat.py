@@ -1,4 +1,4 @@
-"""RopeNeoxFlatFwdOp / RopeNonNeoxFlatFwdOp on CPU (reference target): vLLM's rotary_embedding call
+"""RopeNeoxCachedFlatFwdOp / RopeNonNeoxCachedFlatFwdOp on CPU (reference target): vLLM's rotary_embedding call
 (q/k as [t, heads * head_size], key=None, int32 or int64 positions, per-token offsets) against the
 independent float64 formulas, and the generated checks, meta/fake, opcheck and torch.compile."""
 import pytest
@@ -7,12 +7,12 @@ import torch._dynamo
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from position.rope_formulas import assert_rope_close, make_cache, rope_ref
-from tileops.position import RopeNeoxFlatFwdOp, RopeNonNeoxFlatFwdOp
+from tileops.position import RopeNeoxCachedFlatFwdOp, RopeNonNeoxCachedFlatFwdOp
 
-OPS = {True: torch.ops.tileops.position_rope_neox_flat_fwd_writes_k_writes_q,
-       False: torch.ops.tileops.position_rope_non_neox_flat_fwd_writes_k_writes_q}
-OPS_3D = {True: torch.ops.tileops.position_rope_neox_fwd_writes_k_writes_q,
-          False: torch.ops.tileops.position_rope_non_neox_fwd_writes_k_writes_q}
+OPS = {True: torch.ops.tileops.position_rope_neox_cached_flat_fwd_writes_k_writes_q,
+       False: torch.ops.tileops.position_rope_non_neox_cached_flat_fwd_writes_k_writes_q}
+OPS_3D = {True: torch.ops.tileops.position_rope_neox_cached_fwd_writes_k_writes_q,
+          False: torch.ops.tileops.position_rope_non_neox_cached_fwd_writes_k_writes_q}
 STYLES = [True, False]
 STYLE_IDS = ["neox", "gptj"]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -88,7 +88,7 @@ def test_non_contiguous_q_is_written_back(neox):
     assert torch.equal(padded[:, 64:], torch.full((6, 16), 5.0))
 
 
-PREFIX = r"tileops::position_rope_neox_flat_fwd_writes_k_writes_q: "
+PREFIX = r"tileops::position_rope_neox_cached_flat_fwd_writes_k_writes_q: "
 
 
 @pytest.mark.parametrize("edit,exc,message", [
@@ -117,7 +117,7 @@ def test_out_of_range_rows_name_positions_plus_offsets():
     positions, q, k, cache, offsets = inputs(4, 2, 2, 32, 32, max_pos=64)
     offsets[1] = 64 - int(positions[1])  # row 64 of a 64-row cache
     q0 = q.clone()
-    with pytest.raises(IndexError, match=r"tileops::position_rope_non_neox_flat_fwd_writes_k_writes_q: "
+    with pytest.raises(IndexError, match=r"tileops::position_rope_non_neox_cached_flat_fwd_writes_k_writes_q: "
                                          r"'positions \+ offsets' must satisfy 0 <= positions \+ offsets < max_pos "
                                          r"\(max_pos=64, .*\), got 64"):
         OPS[False](positions, q, k, cache, offsets, 32)
@@ -151,7 +151,7 @@ def test_compiled_equals_eager(neox):
     torch._dynamo.reset()
     positions, q, k, cache, offsets = inputs(8, 4, 2, 64, 64, index=torch.int32)
     q2, k2 = q.clone(), k.clone()
-    op = RopeNeoxFlatFwdOp(head_size=64) if neox else RopeNonNeoxFlatFwdOp(head_size=64)
+    op = RopeNeoxCachedFlatFwdOp(head_size=64) if neox else RopeNonNeoxCachedFlatFwdOp(head_size=64)
 
     def fn(positions, q, k, cache, offsets):
         op(positions, q, k, cache, offsets)
@@ -163,8 +163,8 @@ def test_compiled_equals_eager(neox):
 
 
 def test_op_classes():
-    assert RopeNeoxFlatFwdOp.compile_op_names == ("tileops::position_rope_neox_flat_fwd_writes_k_writes_q",)
-    op = RopeNonNeoxFlatFwdOp(32, target="reference")
+    assert RopeNeoxCachedFlatFwdOp.compile_op_names == ("tileops::position_rope_neox_cached_flat_fwd_writes_k_writes_q",)
+    op = RopeNonNeoxCachedFlatFwdOp(32, target="reference")
     assert op.head_size == 32
     positions, q, k, cache, _ = inputs(3, 2, 1, 32, 16)
     q_ref = flat_ref(positions, q, cache, False, 32)
