@@ -602,6 +602,12 @@ def param_value(p: Param) -> str:
     return f"tileops::ParamValue::{ctor}({n})"
 
 
+def read_once(op: Op, i) -> str:
+    """A `reduced_once` input as the kernel reads it: its broadcast reduced dims as one element."""
+    r = next(o.shape for o in op.outputs if isinstance(o.shape, exprs.Reduced))
+    return f"tileops::check::broadcast_reduced_once({i.name}, s.{_mask_name((r.input, r.dim, r.listed))})"
+
+
 def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     name = op.operator_name(branch)
     rets = returned_outputs(op, branch)
@@ -622,7 +628,7 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
         for i in op.inputs:
             if op.elementwise and i.name not in branch.writes:
                 continue  # read in place, never copied
-            t = tensor_ref(op, i.name)
+            t = read_once(op, i) if i.reduced_once else tensor_ref(op, i.name)
             check = f"tileops::check::require_copy_fits(kOp, {cpp_str(i.name)}, {t});"
             body.append(f"if ({present(op, i.name)}) {check}" if i.optional else check)
         for o in op.outputs:
@@ -679,6 +685,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
             ins.append(f"tileops::check::along_view({i.name}, {i.shape.input}.dim(), {i.shape.dim})")
         elif op.elementwise:
             ins.append(i.name)  # any strides: the elementwise engine reads them as they are
+        elif i.reduced_once:  # a broadcast (stride-0) reduced dim read as one element, never copied out
+            ins.append(f"{read_once(op, i)}.contiguous()")
         else:
             ins.append(f"{i.name}.contiguous()")
     body.append(f"const std::array<at::Tensor, {len(ins)}> ins{{{', '.join(ins)}}};")

@@ -56,7 +56,7 @@ SHARDING_KEYS = {"free", "partial", "except", "reduce", "combine", "matmul"}
 SHARDING_COMBINES = ("sum", "max", "min")  # DTensor Partial reduce ops a reduction's shards combine by
 AUTOGRAD_KEYS = {"backward", "no_grad", "grad_names"}
 SIGNATURE_KEYS = {"inputs", "outputs", "params", "shape_rules", "dtype_combos"}
-INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "doc"}
+INPUT_KEYS = {"dtype", "shape", "optional", "mutated", "reduced_once", "doc"}
 OUTPUT_KEYS = {"dtype", "shape", "buffer", "optional", "aliases", "doc"}
 PARAM_KEYS = {"type", "default", "choices", "doc", "none"}
 # What None stands for in a nullable param of an elementwise entry (`none:`), substituted by the engine.
@@ -93,6 +93,7 @@ class Input:
     optional: bool
     mutated: str  # 'no' | 'always' | 'optional'
     line: int
+    reduced_once: bool = False  # repeats along its reduced dims leave the result alone (all, any, amax, amin)
 
 
 @dataclass(frozen=True)
@@ -558,7 +559,10 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
             ctx.fail(spec.line_of("mutated"), f"input '{name}': mutated must be true, false or 'optional' "
                                               "(a branch per choice)")
         mutated = {False: "no", True: "always", "optional": "optional"}[mutated]
-        inputs.append(Input(name, dtype, shape, str(spec["shape"]), optional, mutated, line))
+        reduced_once = spec.get("reduced_once", False)
+        if not isinstance(reduced_once, bool):
+            ctx.fail(spec.line_of("reduced_once"), f"input '{name}': reduced_once must be true or false")
+        inputs.append(Input(name, dtype, shape, str(spec["shape"]), optional, mutated, line, reduced_once))
 
     input_names = [i.name for i in inputs]
     outputs = []
@@ -626,6 +630,14 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
         outputs.append(Output(name, dtype, shape, str(spec["shape"]), buffer == "out", bool(optional), aliases, line))
     if sum(o.buffer for o in outputs) > 1:
         ctx.fail(sig.line_of("outputs"), "at most one output may be 'buffer: out'")
+    for i in inputs:
+        # Read with its broadcast reduced dims as one element: only sound when every output reduces it
+        # over the same dims and repeated values cannot change a result.
+        keys = {(o.shape.dim, o.shape.listed) if isinstance(o.shape, exprs.Reduced) and o.shape.input == i.name
+                else None for o in outputs}
+        if i.reduced_once and (None in keys or len(keys) != 1 or i.mutated != "no" or i.optional):
+            ctx.fail(i.line, f"input '{i.name}': reduced_once takes a required, unwritten input that every output "
+                             "reduces over the same dims (reduce(...) or reduce_listed(...) of it)")
 
     # Shape names: params, symbols bound by input shapes, and tensors (for ndim/numel).
     int_params = {p.name for p in params if p.type == "int"}

@@ -229,6 +229,18 @@ at::Tensor along_view(const at::Tensor& t, int64_t ref_ndim, int64_t dim) {
   return v;
 }
 
+at::Tensor broadcast_reduced_once(const at::Tensor& t, uint64_t mask) {
+  c10::SmallVector<int64_t, 8> sizes(t.sizes().begin(), t.sizes().end());
+  bool any = false;
+  for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
+    if ((mask >> d & 1) && t.stride(static_cast<int64_t>(d)) == 0 && sizes[d] > 1) {
+      sizes[d] = 1;
+      any = true;
+    }
+  }
+  return any ? t.as_strided(sizes, t.strides(), t.storage_offset()) : t;
+}
+
 std::string describe(const char* name, c10::SymIntArrayRef dims) {
   return std::string(" (") + name + "=" + dims_str(dims) + ")";
 }

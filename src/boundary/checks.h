@@ -63,6 +63,11 @@ void require_along(const char* op, const char* arg, const at::Tensor& t, const c
 // element: 0-dim; else [n, 1, ..., 1] with ref_ndim - 1 - dim trailing ones).
 at::Tensor along_view(const at::Tensor& t, int64_t ref_ndim, int64_t dim);
 
+// t with each dim in `mask` that it broadcasts (stride 0, more than one element) viewed as one element:
+// for a reduction that repeats cannot change (all, any, amax, amin), so a broadcast input is not copied
+// out whole before it is reduced (manifest `reduced_once`).
+at::Tensor broadcast_reduced_once(const at::Tensor& t, uint64_t mask);
+
 std::string describe(const char* name, c10::SymIntArrayRef dims);
 std::string describe(const char* name, const c10::SymInt& v);
 

@@ -135,6 +135,9 @@ def test_good_manifest_parses():
     (("outputs:", "params:\n      a: {type: int, default: 1}\n      b: {type: int}\n    outputs:"),
      "param 'b' has no default but follows a param that has one"),
     (("shape: same_as(x)}", "shape: same_as(x), aliases: x}"), "output 'y': aliases 'x' must name a mutated input"),
+    # GOOD's y is same_as(x), not a reduction of x: reading x's broadcast dims once would be wrong
+    (('shape: "[..., n]"}', 'shape: "[..., n]", reduced_once: true}'),
+     "input 'x': reduced_once takes a required, unwritten input that every output reduces over the same dims"),
     (("shape: same_as(x)}", 'shape: "[..., m]"}'), "output 'y': shape names ['m'] that no input shape binds"),
     (("status: implemented", "status: implemented\n  composition: [BOp]"), "composition names unknown op class 'BOp'"),
     (("AOp:", "Aop:"), "op class names are CamelCase and end with 'Op'"),
