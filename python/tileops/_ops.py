@@ -76,7 +76,24 @@ class Op:
     def _call_params(self) -> tuple:
         return self._params if self._made_in_trace else self._bound_params()
 
-    def __call__(self, *tensors: Any, out: torch.Tensor | None = None):
+    def _by_name(self, tensors: tuple, named: dict) -> tuple:
+        """Tensor inputs given by name (ClampFwdOp()(x, max=hi)) put in schema order."""
+        names = [i["name"] for i in self._entry["inputs"]]
+        args = list(tensors) + [None] * (len(names) - len(tensors))
+        for name, value in named.items():
+            if name not in names:
+                raise TypeError(f"{self.op_class} has no tensor input '{name}' (inputs: {', '.join(names)})")
+            k = names.index(name)
+            if k < len(tensors):
+                raise TypeError(f"{self.op_class}: input '{name}' given by position and by name")
+            args[k] = value
+        while args and args[-1] is None and len(args) > len(tensors):
+            args.pop()
+        return tuple(args)
+
+    def __call__(self, *tensors: Any, out: torch.Tensor | None = None, **named: Any):
+        if named:
+            tensors = self._by_name(tensors, named)
         if out is None and not self.inplace and len(tensors) == self._n_inputs:  # the common call
             for k in self._required:
                 if tensors[k] is None:

@@ -175,6 +175,10 @@ def present(op: Op, name: str) -> str:
 
 def tensor_ref(op: Op, name: str) -> str:
     i = op.input(name)
+    if i.optional and op.given_cases:
+        # an absent optional input of an elementwise entry stands in as its first input: neutral to the
+        # broadcast shape and the promoted dtype (the expression of the call's case does not read it)
+        return f"(tileops::check::present({name}) ? *{name} : {op.inputs[0].name})"
     return f"(*{name})" if i.optional else name
 
 
@@ -678,6 +682,8 @@ def emit_branch(op: Op, env: Env, branch: Branch) -> list[str]:
     for i in op.inputs:
         if i.name in branch.writes:
             ins.append(f"w_{i.name}")
+        elif i.optional and op.elementwise:  # any strides; absent: undefined (the engine picks the case)
+            ins.append(f"tileops::check::present({i.name}) ? *{i.name} : at::Tensor()")
         elif i.optional:
             ins.append(f"tileops::check::present({i.name}) ? {i.name}->contiguous() : at::Tensor()")
         elif op.elementwise and isinstance(i.shape, exprs.Along):
@@ -1289,7 +1295,7 @@ def emit_elementwise_exprs(ops) -> str:
            "namespace expr {", ""]
     for o in ew:
         values = [p.name for p in o.params if p.name != o.select]
-        for case, (_, text) in enumerate(o.select_cases or ((None, o.elementwise),)):
+        for case, (_, text) in enumerate(o.given_cases or o.select_cases or ((None, o.elementwise),)):
             tparams = ", ".join(f"class V{k}" for k in range(len(o.inputs)))
             args = ", ".join(f"V{k} v{k}" for k in range(len(o.inputs)))
             uses = lambda names: any(re.search(rf"\b{n}\s*\(", text) for n in names)  # noqa: E731
@@ -1345,6 +1351,7 @@ def emit_elementwise_header(ops) -> str:
            "  int n_cases;",
            "  const char* case_values[kMaxCases];  // the select param's value per case (nullptr: None)",
            "  const char* case_exprs[kMaxCases];",
+           "  int case_given[kMaxCases];          // a choice by the optional inputs given: bit k, input k (else -1)",
            "};", "",
            f"constexpr int kNumOps = {len(ew)};",
            "constexpr EwOp kOps[] = {"]
@@ -1360,11 +1367,17 @@ def emit_elementwise_header(ops) -> str:
         select = next((k for k, p in enumerate(o.params) if p.name == o.select), -1)
         cases = o.select_cases or ((None, o.elementwise),)
         values = ", ".join("nullptr" if v is None else cpp_str(v) for v, _ in cases)
+        given = ", ".join(["-1"] * len(cases))
+        if o.given_cases:
+            cases, values = o.given_cases, ", ".join("nullptr" for _ in o.given_cases)
+            names = [i.name for i in o.inputs]
+            masks = [sum(1 << k for k, n in enumerate(names) if not o.inputs[k].optional or n in g) for g, _ in cases]
+            given = ", ".join(str(m) for m in masks)
         exprs_ = ", ".join(cpp_str(e) for _, e in cases)
         out.append(f"    {{{cpp_str(o.cls)}, {cpp_str(o.base_name)}, {o.op_id}, {cpp_str(o.elementwise)}, "
                    f"{len(o.inputs)}, {{{ins}}}, {{{fixed}}}, {len(o.params)}, {{{ps}}}, {{{nones}}}, {{{floats}}}, "
-                   f"{select}, {len(cases)}, {{{values}}}, {{{exprs_}}}}},")
+                   f"{select}, {len(cases)}, {{{values}}}, {{{exprs_}}}, {{{given}}}}},")
     if not ew:
-        out.append("    {nullptr, nullptr, -1, nullptr, 0, {}, {}, 0, {}, {}, {}, -1, 0, {}, {}},")
+        out.append("    {nullptr, nullptr, -1, nullptr, 0, {}, {}, 0, {}, {}, {}, -1, 0, {}, {}, {}},")
     out += ["};", "", "}  // namespace tileops::elementwise"]
     return "\n".join(out) + "\n"

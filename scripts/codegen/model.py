@@ -175,6 +175,7 @@ class Op:
     # `elementwise: {<str param>: {<value>: <expr>}}`: the param and (value or None, expression) per case
     select: str | None = None
     select_cases: tuple = ()
+    given_cases: tuple = ()  # ((names of the optional inputs given, expression), ...): an elementwise choice by presence
     autograd_line: int = 0
     # forward outputs named by `autograd: {no_grad: [...]}`: saved statistics, not differentiable
     autograd_no_grad: tuple = ()
@@ -761,10 +762,13 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
                                                     "gradients, where these are not named d<output>")
             grad_names = tuple((str(k), str(v)) for k, v in renamed.items())
 
-    elementwise, select, select_cases = None, None, ()
+    elementwise, select, select_cases, given_cases = None, None, (), ()
     if "elementwise" in entry:
         raw, eline = entry["elementwise"], entry.line_of("elementwise")
-        if isinstance(raw, LMap):  # one expression per value of a str param, chosen when the kernel is planned
+        if isinstance(raw, LMap) and list(raw) == ["given"]:  # one expression per set of optional inputs given
+            given_cases = _given_cases(ctx, raw, eline, inputs, outputs, params)
+            elementwise = given_cases[0][1]
+        elif isinstance(raw, LMap):  # one expression per value of a str param, chosen when the kernel is planned
             select, cases = _select_cases(ctx, raw, eline, params, "elementwise")
             select_cases = tuple((v, _elementwise(ctx, t, ln, inputs, outputs, params, select)) for v, t, ln in cases)
             elementwise = select_cases[0][1]
@@ -785,7 +789,7 @@ def build_op(raw_path: str, cls: str, entry) -> Op:
               getattr(entry, "line", 0), autograd=autograd, autograd_line=autograd_line, autograd_no_grad=no_grad,
               autograd_grad_names=grad_names,
               elementwise=elementwise,
-              select=select, select_cases=select_cases, sharding=sharding)
+              select=select, select_cases=select_cases, given_cases=given_cases, sharding=sharding)
 
 
 # Device functions of src/kernels/elementwise/elementwise.cuh an `elementwise:` expression may call
@@ -802,9 +806,34 @@ ELEMENTWISE_WORDS = {"true", "false", "C"}  # C: the compute type, e.g. C(1)
 ELEMENTWISE_PARAM_TYPES = ("Scalar", "float", "int", "bool")
 
 
-def _elementwise(ctx, text, line, inputs, outputs, params, select=None) -> str:
+def _given_cases(ctx, raw, line, inputs, outputs, params) -> tuple:
+    """`elementwise: {given: {"a, b": <expr>, "a": <expr>, ...}}`: one expression per set of optional
+    inputs given (each set a key; a set without a key is refused at the call), reading only those."""
+    optional = [i.name for i in inputs if i.optional]
+    cases = raw["given"]
+    if not optional or not isinstance(cases, LMap) or not cases:
+        ctx.fail(line, "elementwise: {given: ...} maps sets of the entry's optional inputs, e.g. \"a, b\", "
+                       "to an expression each")
+    out, seen = [], set()
+    for key, text in cases.items():
+        names = tuple(n.strip() for n in str(key).split(",") if n.strip()) if str(key).strip() != "none" else ()
+        if any(n not in optional for n in names) or len(set(names)) != len(names):
+            ctx.fail(cases.line_of(key), f"elementwise given '{key}': names optional inputs ({', '.join(optional)}) "
+                                         "once each, or is 'none'")
+        given = frozenset(names)
+        if given in seen:
+            ctx.fail(cases.line_of(key), f"elementwise given '{key}': this set of inputs has a case already")
+        seen.add(given)
+        absent = [n for n in optional if n not in given]
+        out.append((tuple(n for n in optional if n in given),
+                    _elementwise(ctx, text, cases.line_of(key), inputs, outputs, params, absent=absent)))
+    return tuple(out)
+
+
+def _elementwise(ctx, text, line, inputs, outputs, params, select=None, absent=None) -> str:
     """`elementwise: "<expr>"`: the op is y = expr over broadcast inputs, evaluated in the compute type.
-    `select`: the str param whose value chose this expression (not a value the expression reads)."""
+    `select`: the str param whose value chose this expression (not a value the expression reads).
+    `absent`: in a choice by the optional inputs given, those not given (the expression cannot read them)."""
     if not isinstance(text, str) or not text.strip():
         ctx.fail(line, "elementwise is the op's device expression, e.g. \"a + alpha * b\"")
     if len(outputs) != 1:
@@ -813,10 +842,10 @@ def _elementwise(ctx, text, line, inputs, outputs, params, select=None) -> str:
     names = [i.name for i in inputs]
     if not inputs or len(inputs) > 4 or len(params) > 4:
         ctx.fail(line, "an elementwise entry has 1 to 4 tensor inputs and at most 4 params")
-    for i in inputs:
-        if i.optional or not isinstance(i.shape, (exprs.AnyShape, exprs.Along)):
+    for k, i in enumerate(inputs):
+        if (i.optional and (absent is None or k == 0 or i.mutated != "no")) or not isinstance(i.shape, (exprs.AnyShape, exprs.Along)):
             ctx.fail(i.line, f"input '{i.name}' of an elementwise entry takes shape 'any' (or along(<input>, <dim>)) "
-                             "and is not optional")
+                             "and is not optional (except a later, unwritten input under elementwise: {given: ...})")
     # inputs along a dim of another broadcast within it: the output's shape comes from the others
     spread = [i.name for i in inputs if isinstance(i.shape, exprs.AnyShape)]
     wanted = f"broadcast_shapes({', '.join(spread)})" if len(spread) > 1 else f"same_as({spread[0]})"
@@ -832,7 +861,7 @@ def _elementwise(ctx, text, line, inputs, outputs, params, select=None) -> str:
         if p.nullable and p.none is None:
             ctx.fail(p.line, f"param '{p.name}' is nullable: say what None stands for with none: "
                              f"({', '.join(NONE_VALUES)})")
-    known = set(names) | {p.name for p in params if p.name != select} | ELEMENTWISE_WORDS
+    known = (set(names) - set(absent or ())) | {p.name for p in params if p.name != select} | ELEMENTWISE_WORDS
     for m in re.finditer(r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fF]?|\.\d+(?:[eE][-+]?\d+)?[fF]?|([A-Za-z_]\w*)(\s*\()?", text):
         word, call = m.group(1), m.group(2)
         if word is None:

@@ -52,7 +52,7 @@ def test_good_entry_emits_broadcast_promotion_and_in_place_checks():
     assert "b.contiguous()" not in reg
     header = emit_cpp.emit_elementwise_header([op])
     assert ('{"AddOp", "ew_add", 0, "a + alpha * b", 2, {"a", "b"}, {false, false}, 1, {"alpha"}, '
-            '{IfNone::kRequired}, {false}, -1, 1, {nullptr}, {"a + alpha * b"}}') in header
+            '{IfNone::kRequired}, {false}, -1, 1, {nullptr}, {"a + alpha * b"}, {-1}}') in header
 
 
 @pytest.mark.parametrize("edit,message", [
@@ -144,7 +144,7 @@ def test_a_str_param_chooses_the_expression_and_the_output_dtype():
     assert ('if ((mode.has_value() && *mode == "floor")) tileops::check::require_result_dtype(kOp, "y", '
             'tileops::check::promote({&a, &b}), {at::kInt, at::kFloat}, "promote(a, b) in int32 | float32");') in reg
     header = emit_cpp.emit_elementwise_header([op])
-    assert '0, 2, {nullptr, "floor"}, {"a / b", "floor_divide(a, b)"}}' in header
+    assert '0, 2, {nullptr, "floor"}, {"a / b", "floor_divide(a, b)"}, {-1, -1}}' in header
 
 
 PRELU = """
@@ -183,3 +183,62 @@ def test_an_input_along_a_dim_is_checked_and_viewed_for_the_engine():
 ])
 def test_new_grammar_rules(text, edit, message):
     assert message in error_of(text.replace(*edit))
+
+
+BOUNDS = """
+BoundsOp:
+  family: ew
+  ref_api: torch.clamp
+  status: implemented
+  elementwise:
+    given:
+      "lo, hi": "minimum(maximum(x, lo), hi)"
+      "lo": "maximum(x, lo)"
+      "hi": "minimum(x, hi)"
+  signature:
+    inputs:
+      x: {dtype: int32 | float32, shape: any}
+      lo: {dtype: int32 | float32, shape: any, optional: true}
+      hi: {dtype: int32 | float32, shape: any, optional: true}
+    outputs:
+      y: {dtype: "promote(x, lo, hi)", shape: "broadcast_shapes(x, lo, hi)", buffer: out}
+    shape_rules: ["given(lo) or given(hi)"]
+"""
+
+
+def test_the_optional_inputs_given_choose_the_expression():
+    (op,) = ops_of(BOUNDS)
+    assert op.given_cases == ((("lo", "hi"), "minimum(maximum(x, lo), hi)"), (("lo",), "maximum(x, lo)"),
+                              (("hi",), "minimum(x, hi)"))
+    assert "Tensor? lo, Tensor? hi" in emit_cpp.schema(op, op.branches[0])
+    reg = emit_cpp.emit_registration([op])
+    # an absent bound stands in as x for the shape and the dtype, and reaches the target undefined
+    assert "(tileops::check::present(lo) ? *lo : x).sym_sizes()" in reg
+    assert "tileops::check::promote({&x, &(tileops::check::present(lo) ? *lo : x), " in reg
+    assert "tileops::check::present(hi) ? *hi : at::Tensor()" in reg
+    header = emit_cpp.emit_elementwise_header([op])
+    assert '{"minimum(maximum(x, lo), hi)", "maximum(x, lo)", "minimum(x, hi)"}, {7, 3, 5}}' in header
+    exprs = emit_cpp.emit_elementwise_exprs([op])
+    assert "struct ew_bounds__1 {" in exprs and "return cast<TO>(maximum(x, lo));" in exprs
+
+
+@pytest.mark.parametrize("edit,message", [
+    (('"lo": "maximum(x, lo)"', '"lo": "maximum(x, hi)"'), "elementwise: 'hi' is not an input or param of the entry"),
+    (('"lo": "maximum(x, lo)"', '"lo, lo": "maximum(x, lo)"'), "elementwise given 'lo, lo': names optional inputs"),
+    (('"lo": "maximum(x, lo)"', '"x": "maximum(x, lo)"'), "elementwise given 'x': names optional inputs"),
+    (('"lo": "maximum(x, lo)"', '"hi, lo": "maximum(x, lo)"'), "elementwise given 'hi, lo': this set of inputs has a case already"),
+    (('x: {dtype: int32 | float32, shape: any}', 'x: {dtype: int32 | float32, shape: any, optional: true}'),
+     "input 'x' of an elementwise entry takes shape 'any' (or along(<input>, <dim>)) and is not optional"),
+])
+def test_given_rules(edit, message):
+    assert edit[0] in BOUNDS
+    assert message in error_of(BOUNDS.replace(*edit))
+
+
+def test_optional_inputs_need_a_choice_by_the_inputs_given():
+    text = BOUNDS.replace('''  elementwise:
+    given:
+      "lo, hi": "minimum(maximum(x, lo), hi)"
+      "lo": "maximum(x, lo)"
+      "hi": "minimum(x, hi)"''', '''  elementwise: "minimum(maximum(x, lo), hi)"''')
+    assert "input 'lo' of an elementwise entry takes shape 'any'" in error_of(text)

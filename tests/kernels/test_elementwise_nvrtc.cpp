@@ -250,10 +250,11 @@ INSTANTIATE_TEST_SUITE_P(EveryEntry, ElementwiseCompiles, ::testing::Range(0, ew
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(ew::kOps[i.param].cls); });
 
 // The integer forms of the entries whose device functions differ for integers, and every case of an
-// entry whose expression a str param chooses (Div's rounding modes), each to CUBIN.
+// entry whose expression a str param or the optional inputs given choose (Div's rounding modes,
+// Clamp's bounds), each to CUBIN.
 TEST(ElementwiseCompiles, IntegerFormsAndEveryChoiceToCubin) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
-  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp", "NanToNumFwdOp", "DivFwdOp"}) {
+  for (const char* cls : {"ClampScalarFwdOp", "ClampMinFwdOp", "ClampMaxFwdOp", "NanToNumFwdOp", "DivFwdOp", "ClampFwdOp"}) {
     const int op = entry(cls);
     ASSERT_GE(op, 0) << cls;
     for (const c10::ScalarType dt : {c10::kHalf, c10::kByte, c10::kInt, c10::kLong}) {
@@ -327,6 +328,45 @@ TEST(ElementwisePlan, NoneBoundsNeedNoOtherKernel) {
   const tileops::OpCall a{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, both};
   const tileops::OpCall b{0, "tileops::elementwise_clamp_scalar_fwd", c10::Device(c10::kCPU), in, out, one};
   EXPECT_TRUE(tileops::nvrtc::ew_problem(clamp, a) == tileops::nvrtc::ew_problem(clamp, b));
+}
+
+// ClampFwdOp's optional bounds: the inputs given pick the expression (a kernel identity each, named by
+// the inputs given), an absent bound stands in as the input for layout and dtype, and a case that
+// leaves one out runs on ATen until TILEOPS_TUNE=ew_given_kernels=1 (its kernel awaits a GPU run).
+TEST(ElementwisePlan, OptionalBoundsPickTheirCaseAndWaitForTheirKernels) {
+  const int clamp = entry("ClampFwdOp");
+  const auto f = at::TensorOptions().dtype(c10::kFloat);
+  const at::Tensor x = at::ones({8, 16}, f), bound = at::ones({16}, at::TensorOptions().dtype(c10::kHalf));
+  const std::vector<at::Tensor> out{at::empty({8, 16}, f)};
+  const std::vector<tileops::ParamValue> none{tileops::ParamValue()};
+  const auto h200 = tileops::nvrtc::named_device_facts("h200");
+  const auto problem = [&](std::vector<at::Tensor> in) {
+    const tileops::OpCall call{0, "tileops::elementwise_clamp_fwd", c10::Device(c10::kCPU), in, out,
+                               c10::ArrayRef<tileops::ParamValue>(none.data(), size_t{0})};
+    return tileops::nvrtc::ew_problem(clamp, call);
+  };
+  const EwSpec both = problem({x, bound, bound}), min_only = problem({x, bound, at::Tensor()}),
+               max_only = problem({x, at::Tensor(), bound});
+  EXPECT_STREQ(ew::kOps[clamp].case_exprs[both.variant], "minimum(maximum(input, min), max)");
+  EXPECT_STREQ(ew::kOps[clamp].case_exprs[min_only.variant], "maximum(input, min)");
+  EXPECT_STREQ(ew::kOps[clamp].case_exprs[max_only.variant], "minimum(input, max)");
+  EXPECT_EQ(both.name().find("__g"), std::string::npos) << both.name();  // the case with both keeps its name
+  EXPECT_NE(min_only.name().find("__g3"), std::string::npos) << min_only.name();
+  EXPECT_NE(max_only.name().find("__g5"), std::string::npos) << max_only.name();
+  EXPECT_EQ(max_only.in[1], c10::kFloat);  // the absent min stands in as the input
+  EXPECT_TRUE(instantiates(max_only, clamp, max_only.variant)) << max_only.sources()[0].name_expression;
+  EXPECT_FALSE(tileops::nvrtc::plan_elementwise(both, h200).aten);
+  EXPECT_TRUE(tileops::nvrtc::plan_elementwise(min_only, h200).aten);
+  EXPECT_TRUE(tileops::nvrtc::plan_elementwise(max_only, h200).aten);
+  const tileops::nvrtc::Tuning tune = tileops::nvrtc::parse_tuning("ew_given_kernels=1");
+  EXPECT_FALSE(tileops::nvrtc::plan_elementwise(max_only, h200, tune).aten);
+  try {
+    problem({x, at::Tensor(), at::Tensor()});
+    FAIL() << "a clamp with neither bound reached a kernel";
+  } catch (const c10::Error& err) {
+    EXPECT_NE(std::string(err.what_without_backtrace()).find("tileops::elementwise_clamp_fwd: no expression"),
+              std::string::npos);
+  }
 }
 
 // A float param of an op computing in an integer type (nan_to_num's for int32 input) is saturated

@@ -30,6 +30,8 @@ const std::vector<TuningKey>& tuning_keys() {
       {"act_ctas_per_sm", &Tuning::act_ctas_per_sm, 1, 1 << 16, "activations: grid cap, CTAs an SM"},
       {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread", true},
       {"ew_threads", &Tuning::ew_threads, 32, 256, "elementwise contiguous loop: most threads a CTA"},
+      {"ew_given_kernels", &Tuning::ew_given_kernels, 1, 1,
+       "elementwise: kernels for the cases that leave optional inputs out (else ATen, until verified)"},
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},
       {"pool_max_outputs", &Tuning::pool_max_outputs, 1, 2, "max pools, window in the code: outputs a thread"},

@@ -75,6 +75,7 @@
 #include <utility>
 
 #include "targets/builtin.h"
+#include "targets/reference/elementwise.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/elementwise.h"
 
@@ -112,6 +113,9 @@ class Ps {
   c10::ArrayRef<ParamValue> v_;
 };
 using RefFn = at::Tensor (*)(In, Ps);
+
+// An optional input of an entry (absent: an undefined tensor) as ATen takes it.
+std::optional<at::Tensor> optional_of(const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; }
 
 // torch.div; with a rounding mode on integers, min / -1 is min (two's complement), where torch's CPU
 // kernel traps for int32 and int64 and takes the process down.
@@ -204,9 +208,16 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
       {"MaskedFillScalarFwdOp", [](In x, Ps p) { return at::masked_fill(x[0], x[1], p[0]); }},
       {"MaskedFillFwdOp", [](In x, Ps) { return at::masked_fill(x[0], x[1], x[2]); }},
       {"LerpTensorFwdOp", [](In x, Ps) { return at::lerp(x[0], x[1], x[2]); }},
-      {"ClampFwdOp", [](In x, Ps) { return at::clamp(x[0], x[1], x[2]); }},
+      // min or max may be absent (undefined), not both (the manifest's rule)
+      {"ClampFwdOp", [](In x, Ps) { return at::clamp(x[0], optional_of(x[1]), optional_of(x[2])); }},
   };
   return m;
+}
+
+const elementwise::EwOp* entry_of(const OpCall& call) {
+  for (const auto& e : elementwise::kOps)
+    if (e.op_id == call.op_id) return &e;
+  return nullptr;
 }
 
 class EwReference final : public Kernel {
@@ -246,4 +257,11 @@ void register_all(std::integer_sequence<int, I...>) {
 }();
 
 }  // namespace
+
+void elementwise_aten(const OpCall& call) {
+  const elementwise::EwOp* e = entry_of(call);
+  TORCH_CHECK(e != nullptr && refs().count(e->cls), call.op_name, ": no ATen form of this elementwise entry");
+  call.outputs[0].copy_(refs().at(e->cls)(call.inputs, Ps(call.params)));
+}
+
 }  // namespace tileops::reference

@@ -14,6 +14,7 @@
 
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
+#include "targets/reference/elementwise.h"
 
 namespace tileops::nvrtc {
 
@@ -79,6 +80,26 @@ const char* compute_type_name(c10::ScalarType t) { return kernel_type_name(t); }
 
 int elem(c10::ScalarType t) { return static_cast<int>(c10::elementSize(t)); }
 
+// A call whose absent optional inputs (undefined) stand in as its first input: the layout, dtypes
+// and pointers the kernel of the call's case sees (that case's expression does not read them).
+struct EwCall {
+  std::array<at::Tensor, elementwise::kMaxInputs> inputs;
+  OpCall call;
+  explicit EwCall(const OpCall& c) : call(c) {
+    const int n = static_cast<int>(c.inputs.size());
+    for (int k = 0; k < n; ++k) inputs[k] = c.inputs[k].defined() ? c.inputs[k] : c.inputs[0];
+    call.inputs = c10::ArrayRef<at::Tensor>(inputs.data(), static_cast<size_t>(n));
+  }
+};
+
+// Bit k set: input k of the call is given.
+int ew_given_mask(const EwOp& e, const OpCall& call) {
+  int mask = 0;
+  for (int k = 0; k < e.n_in; ++k) mask |= call.inputs[k].defined() ? 1 << k : 0;
+  return mask;
+}
+
+
 }  // namespace
 
 std::string EwSpec::name() const {
@@ -93,6 +114,8 @@ std::string EwSpec::name() const {
   if (rank == 0 && unroll != kEwUnroll) n += "u" + std::to_string(unroll);
   if (rank == 0 && cta_threads != kEwContiguousThreads) n += "t" + std::to_string(cta_threads);
   if (e.select >= 0) n += "__m" + std::string(e.case_values[variant] ? e.case_values[variant] : "none");
+  if (e.case_given[variant] >= 0 && e.case_given[variant] != (1 << e.n_in) - 1)
+    n += "__g" + std::to_string(e.case_given[variant]);  // the inputs given (bit k: input k)
   return n + (index64 ? "__i64" : "") + "__" + arch;
 }
 
@@ -249,7 +272,9 @@ class EwKernel final : public Kernel {
  public:
   EwKernel(LoadedKernel k, EwSpec s, int sm_count) : k_(std::move(k)), s_(std::move(s)), sm_count_(sm_count) {}
 
-  void launch(const OpCall& call) const override {
+  void launch(const OpCall& given) const override {
+    const EwCall filled(given);
+    const OpCall& call = filled.call;
     const EwOp& e = kOps[s_.op];
     const at::Tensor& y = call.outputs[0];
     EwLayout l = call_layout(e, call);
@@ -325,6 +350,7 @@ struct EwFamily {
   Problem problem(const OpCall& call) const { return ew_problem(index, call); }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_elementwise(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    if (s.aten) return function_kernel(&reference::elementwise_aten);
     return std::make_shared<EwKernel>(std::move(k[0]), s, dev.sm_count);
   }
 };
@@ -402,13 +428,18 @@ bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem&
 EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t) {
   EwSpec s = q;
   s.arch = dev.arch;
+  const EwOp& e = kOps[s.op];
+  // A case that leaves optional inputs out has no GPU-verified kernel yet: ATen serves it.
+  s.aten = e.case_given[s.variant] >= 0 && e.case_given[s.variant] != (1 << e.n_in) - 1 && !t.ew_given_kernels;
   if (s.rank == 0 && t.ew_unroll) s.unroll = t.ew_unroll;
   if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
   return s;
 }
 
-EwProblem ew_problem(int index, const OpCall& call) {
+EwProblem ew_problem(int index, const OpCall& given) {
   const EwOp& e = kOps[index];
+  const EwCall filled(given);
+  const OpCall& call = filled.call;
   EwProblem q;
   q.op = index;
   const at::Tensor& y = call.outputs[0];
@@ -462,6 +493,13 @@ EwProblem ew_problem(int index, const OpCall& call) {
       if (v.is_none() ? e.case_values[c] == nullptr : e.case_values[c] != nullptr && v.as_str() == e.case_values[c])
         q.variant = c;
     TORCH_CHECK(q.variant >= 0, call.op_name, ": param '", e.param_names[e.select], "' has no case in the manifest");
+  }
+  if (e.case_given[0] >= 0) {  // the optional inputs given pick the expression
+    const int mask = ew_given_mask(e, given);
+    q.variant = -1;
+    for (int c = 0; c < e.n_cases; ++c)
+      if (e.case_given[c] == mask) q.variant = c;
+    TORCH_CHECK(q.variant >= 0, call.op_name, ": no expression in the manifest for these optional inputs left out");
   }
   return q;
 }
