@@ -8,7 +8,9 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
   - an input split across devices (one tensor on meta, the rest on the CPU) is refused, naming the
     operator;
   - the same values in non-contiguous inputs give the contiguous call's result;
-  - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing.
+  - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing;
+  - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
+    naming the operator and the rule.
 """
 import pytest
 import torch
@@ -139,3 +141,53 @@ def test_meta_inputs_give_the_real_shapes_and_build_nothing(op_class, counters):
     meta = flat(op(*[a.to("meta") if isinstance(a, torch.Tensor) else a for a in inputs]))
     assert [(t.device.type, t.shape, t.dtype) for t in meta] == [("meta", t.shape, t.dtype) for t in real]
     assert counters()["kernel_builds"] == before
+
+
+def _bound_rules():
+    """(op class, rule, param, value breaking it) for every shape rule that bounds one param by a number
+    ('0 < base', 'topk > 0', 'eps >= 0'), read from the manifests through the code generator's model."""
+    import glob
+    import os
+    import re
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "scripts"))
+    from codegen.__main__ import load_ops
+    flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+    out = []
+    for op in load_ops(glob.glob(os.path.join(root, "manifests", "*.yaml")), root):
+        if op.cls not in CONTRACT:
+            continue
+        params = {p.name: p for p in op.params}
+        for rule in op.rules:
+            m = re.fullmatch(r"\s*(-?[\d.]+|[A-Za-z_]\w*)\s*(<=|>=|<|>|!=|==)\s*(-?[\d.]+|[A-Za-z_]\w*)\s*", rule.text)
+            if not m:
+                continue
+            left, cmp, right = m.groups()
+            if left in params and right not in params:
+                name, cmp, bound = left, cmp, right
+            elif right in params and left not in params:
+                name, cmp, bound = right, flip[cmp], left
+            else:
+                continue
+            p = params[name]
+            if p.type not in ("int", "float") or re.fullmatch(r"-?[\d.]+", bound) is None:
+                continue
+            num = float(bound) if p.type == "float" else int(float(bound))
+            step = 1 if p.type == "int" else 0.5
+            # the nearest value the rule refuses: `p > 0` -> 0, `p >= 0` -> -1 (or -0.5), `p != 1` -> 1
+            bad = {">": num, "<": num, ">=": num - step, "<=": num + step, "!=": num, "==": num + step}[cmp]
+            out.append(pytest.param(op.cls, rule.text, name, bad, id=f"{op.cls}-{rule.text}"))
+    return out
+
+
+@pytest.mark.parametrize("op_class,rule,name,bad", _bound_rules())
+def test_each_param_bound_broken_is_refused_naming_the_rule(op_class, rule, name, bad):
+    # Every rule that bounds a param by a number, broken by the nearest value it refuses in an otherwise
+    # valid call (the contract row's), is refused before any work naming the operator and the rule.
+    op, inputs, entry = call(op_class)
+    params = {p["name"]: getattr(op, p["name"]) for p in entry["params"]}
+    params[name] = bad
+    bent = type(op)(**params, target=op.target, inplace=op.inplace)
+    msg = refusal(bent, fresh(inputs), entry)
+    assert rule in msg and name in msg, f"refused without the rule {rule!r}: {msg}"
