@@ -99,14 +99,7 @@ const Target* resolve(const Snapshot& snap, const OpCall& call, const std::optio
 
 // Stream capture forbids what a build does (compile, module load, allocation): refuse before it.
 void refuse_build_during_capture(const OpCall& call, const registry::OpKernels& ok, const BuildKey& key) {
-  if (!call.device.is_cuda()) return;
-  const CUstream stream = c10::cuda::getCurrentCUDAStream(call.device.index()).stream();
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  {
-    jit::ScopedContext ctx(jit::primary_context(call.device.index()));
-    jit::check_cu(jit::driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
-  }
-  if (status == CU_STREAM_CAPTURE_STATUS_NONE) return;
+  if (!stream_is_capturing(call.device)) return;
   counters::bump(counters::kCaptureRefusals);
   const std::string what = ok.builder.describe ? ok.builder.describe(key) : std::string("kernel");
   fail_target(call, "kernel " + what + " (target '" + ok.target + "', " + call.device.str() +
@@ -114,6 +107,19 @@ void refuse_build_during_capture(const OpCall& call, const registry::OpKernels& 
                         "may compile and allocate, which capture forbids. Warm up first: call the op once with the "
                         "same shapes, dtypes and target before capturing");
 }
+
+}  // namespace
+
+bool stream_is_capturing(c10::Device device) {
+  if (!device.is_cuda()) return false;
+  const CUstream stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  jit::ScopedContext ctx(jit::primary_context(device.index()));
+  jit::check_cu(jit::driver().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+namespace {
 
 std::shared_ptr<const Kernel> build(const OpCall& call, registry::OpKernels& ok, const registry::CacheKey& ck) {
   if (call.device.is_meta())

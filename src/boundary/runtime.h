@@ -29,6 +29,8 @@ void refuse_grad(const char* op, std::initializer_list<const at::Tensor*> inputs
 void refuse_out_grad(const char* op, std::initializer_list<const at::Tensor*> args);
 // Grad mode is on and an input requires grad: the case an autograd pairing records a graph for.
 bool wants_grad(std::initializer_list<const at::Tensor*> inputs);
+// The current stream of a CUDA device is being captured into a CUDA graph (false for other devices).
+bool stream_is_capturing(c10::Device device);
 // Version counter bump for tensors a branch writes (what ADInplaceOrView would do).
 void bump_version(const at::Tensor& t);
 

@@ -101,6 +101,7 @@ Paged page_rows(const char* op, const at::Tensor& real_seqlen_kv, const at::Tens
   const at::Tensor read = j.unsqueeze(0) < length.unsqueeze(1);  // [B, L]
   const at::Tensor page = table.index_select(1, j.div(page_size, "floor"));
   if (length.numel() > 0) {
+    refuse_host_read_during_capture(op, "real_seqlen_kv", length);
     const int64_t lo = length.min().item<int64_t>(), hi = length.max().item<int64_t>();
     TORCH_CHECK_VALUE(lo >= 0 && hi <= pages * page_size, op, ": 'real_seqlen_kv' must lie in [0, num_pages * page_size] = [0, ",
                       pages * page_size, "] (block_table has ", pages, " pages of page_size ", page_size, "), got ",
@@ -285,7 +286,7 @@ class GqaBwdReference final : public Kernel {
 // Request offsets of a packed batch, read on the host and checked: 0 first, never decreasing, the
 // packed length last.
 std::vector<int64_t> offsets(const char* op, const char* name, const at::Tensor& cu, int64_t total) {
-  const std::vector<int64_t> out = host_values(cu);
+  const std::vector<int64_t> out = host_values(op, name, cu);
   TORCH_CHECK_VALUE(out.front() == 0, op, ": '", name, "' must start at 0, got ", out.front());
   for (size_t i = 1; i < out.size(); ++i)
     TORCH_CHECK_VALUE(out[i] >= out[i - 1], op, ": '", name, "' must never decrease, got ", out[i - 1], " then ",
@@ -375,6 +376,7 @@ at::Tensor long_tensor(const std::vector<int64_t>& values, const at::Tensor& lik
 // A per-tensor cache scale [1] read on the host: 1 when absent, else finite and positive (refused by name).
 double cache_scale(const char* op, const char* name, const at::Tensor* t) {
   if (t == nullptr) return 1.0;
+  refuse_host_read_during_capture(op, name, *t);
   const double s = t->to(at::kCPU).to(at::kDouble).item<double>();
   TORCH_CHECK_VALUE(std::isfinite(s) && s > 0, op, ": '", name, "' must be finite and positive, got ", s);
   return s;
@@ -394,7 +396,7 @@ class GqaPrefillPagedReference final : public Kernel {
     const int64_t page = v.page_size(), per_req = v.max_pages_per_req(), dim = q.size(2);
     const int64_t pool_pages = k_pages.size(0) / page, capacity = per_req * page;
     const auto cu = offsets(op, "cu_seqlens_q", v.cu_seqlens_q(), q.size(0));
-    const std::vector<int64_t> cached = host_values(v.cache_seqlens()), table = host_values(v.block_table());
+    const std::vector<int64_t> cached = host_values(op, "cache_seqlens", v.cache_seqlens()), table = host_values(op, "block_table", v.block_table());
     const double ks = cache_scale(op, "k_scale", v.k_scale()), vs = cache_scale(op, "v_scale", v.v_scale());
     const bool fp8_pool = k_pages.scalar_type() == at::kFloat8_e4m3fn;
 

@@ -124,7 +124,7 @@ at::Tensor div_ref(In x, Ps p) {
   if (!mode.has_value()) return at::div(x[0], x[1]);
   const c10::ScalarType t = at::result_type(x[0], x[1]);
   const bool signed_int = c10::isIntegralType(t, false) && t != at::kByte && x[1].scalar_type() != at::kByte;
-  if (signed_int && at::eq(x[1], -1).any().item<bool>()) {
+  if (signed_int) {  // where() rather than a host check: no device sync
     const at::Tensor minus_one = at::eq(x[1], -1);
     const at::Tensor q = at::div(x[0], at::where(minus_one, at::ones_like(x[1]), x[1]), mode);
     return at::where(minus_one, at::neg(x[0].to(t)), q);

@@ -99,7 +99,7 @@ struct GroupRun {
 // whatever the offset), each checked to be non-negative and inside a's `total` rows, no two sharing
 // a row. Sorting by first row finds an overlap between neighbours.
 std::vector<GroupRun> group_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets, int64_t total) {
-  const std::vector<int64_t> size = host_values(sizes), first = host_values(offsets);
+  const std::vector<int64_t> size = host_values(op, "batch_sizes", sizes), first = host_values(op, "batch_offsets", offsets);
   std::vector<GroupRun> runs;
   for (size_t g = 0; g < size.size(); ++g) {
     TORCH_CHECK_VALUE(size[g] >= 0, op, ": 'batch_sizes' must be non-negative, got ", size[g], " for group ", g);

@@ -36,7 +36,7 @@ namespace fused = tileops::ops::moe_fused_moe_fwd;
 
 // The flattened expert ids, each checked to lie in [0, experts).
 std::vector<int64_t> expert_ids_of(const char* op, const at::Tensor& topk_ids, int64_t experts) {
-  std::vector<int64_t> ids = host_values(topk_ids);
+  std::vector<int64_t> ids = host_values(op, "topk_ids", topk_ids);
   for (size_t f = 0; f < ids.size(); ++f)
     TORCH_CHECK_VALUE(ids[f] >= 0 && ids[f] < experts, op, ": 'topk_ids' must lie in [0, num_experts = ", experts,
                       "), got ", ids[f], " at flat index ", f);
@@ -91,7 +91,7 @@ std::vector<int64_t> local_routes(const char* op, const at::Tensor& topk_ids, co
                       local, " and ", experts);
     return route;
   }
-  const std::vector<int64_t> to_local = host_values(*map);
+  const std::vector<int64_t> to_local = host_values(op, "expert_map", *map);
   std::vector<int> seen(local, 0);
   for (int64_t e = 0; e < experts; ++e) {
     TORCH_CHECK_VALUE(to_local[e] < local, op, ": 'expert_map' entries must be below num_experts_local = ", local,
@@ -139,7 +139,7 @@ class UnpermuteReference final : public Kernel {
   void launch(const OpCall& call) const override {
     const unpermute::View v(call);
     const int64_t rows = v.mm2_pad().size(0);
-    const std::vector<int64_t> idx = host_values(v.fwd_idx());
+    const std::vector<int64_t> idx = host_values(call.op_name, "fwd_idx", v.fwd_idx());
     for (size_t f = 0; f < idx.size(); ++f)
       TORCH_CHECK_VALUE(idx[f] >= -1 && idx[f] < rows, call.op_name, ": 'fwd_idx' must lie in [-1, ", rows,
                         ") (rows of mm2_pad; -1: another rank's expert), got ", idx[f], " at ", f);
@@ -163,7 +163,7 @@ struct Run {
 // and not to overlap another.
 std::vector<Run> expert_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets,
                                                      int64_t rows) {
-  const std::vector<int64_t> size = host_values(sizes), off = host_values(offsets);
+  const std::vector<int64_t> size = host_values(op, "true_sizes", sizes), off = host_values(op, "true_offsets", offsets);
   std::vector<Run> runs;
   std::vector<char> taken(rows, 0);
   for (size_t e = 0; e < size.size(); ++e) {
@@ -269,7 +269,7 @@ class FusedMoeReference final : public Kernel {
     const at::Tensor ids = std::get<1>(at::sort(choose, true, -1, true)).narrow(-1, 0, v.top_k()).contiguous();
     at::Tensor w = scores.gather(-1, ids);
     if (v.renormalize()) w = w / w.sum(-1, true);
-    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), w, host_values(ids), v.routed_scaling_factor(),
+    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), w, host_values(call.op_name, "the routes (top-k expert ids)", ids), v.routed_scaling_factor(),
                    v.activation(), v.output());
   }
 };

@@ -55,6 +55,7 @@ class RopeReference final : public Kernel {
     const int64_t max_pos = cache.size(0), rot = cache.size(1), half = rot / 2;
     if (positions.numel() > 0) {
       // The manifest's rule for data (no shape can say it): 0 <= positions < max_pos.
+      refuse_host_read_during_capture(call.op_name, "positions", positions);
       const int64_t lo = positions.min().item<int64_t>(), hi = positions.max().item<int64_t>();
       const int64_t bad = lo < 0 ? lo : hi;
       TORCH_CHECK_INDEX(lo >= 0 && hi < max_pos, call.op_name, ": '", kFlat ? "positions + offsets" : "positions",

@@ -23,6 +23,7 @@ class RopePositionIdsReference final : public Kernel {
     const int64_t head_dim = x.size(2), rot = v.rotary_dim().value_or(head_dim);
     const at::Tensor positions = v.position_ids().to(at::kLong);
     if (positions.numel() > 0) {  // data, which no shape rule can state: 0 <= position_ids < max_position
+      refuse_host_read_during_capture(call.op_name, "position_ids", positions);
       const int64_t lo = positions.min().item<int64_t>(), hi = positions.max().item<int64_t>();
       TORCH_CHECK_VALUE(lo >= 0 && hi < v.max_position(), call.op_name, ": 'position_ids' must lie in [0, ",
                         v.max_position(), ") (max_position), got ", lo < 0 ? lo : hi);
