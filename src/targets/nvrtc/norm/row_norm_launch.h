@@ -19,10 +19,10 @@ namespace tileops::nvrtc {
 struct RowNormArgs {
   const at::Tensor& x;
   const at::Tensor& y;
-  const at::Tensor* weight;
-  const at::Tensor* bias;
-  const at::Tensor* residual;
-  const at::Tensor* residual_out;
+  const at::Tensor* weight = nullptr;
+  const at::Tensor* bias = nullptr;
+  const at::Tensor* residual = nullptr;
+  const at::Tensor* residual_out = nullptr;
   c10::IntArrayRef normalized_shape;
   std::optional<double> eps;
   // The quantised ops: y is q; scale is the static scale or scale_ub; scales the per-row scales.

@@ -22,42 +22,46 @@ namespace fd = tileops::ops::norm_fused_add_rms_norm_dynamic_quant_fwd;
 
 RowNormArgs read_rms(const OpCall& call) {
   const rms::View v(call);
-  return {v.x(), v.y(), v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps()};
+  return {.x = v.x(), .y = v.y(), .weight = v.weight(), .normalized_shape = v.normalized_shape(), .eps = v.eps()};
 }
 RowNormArgs read_fused(const OpCall& call) {
   const fused::View v(call);
-  return {v.x(), v.y(), v.weight(), nullptr, &v.residual(), &v.residual_out(), v.normalized_shape(), v.eps()};
+  return {.x = v.x(), .y = v.y(), .weight = v.weight(), .residual = &v.residual(), .residual_out = &v.residual_out(),
+          .normalized_shape = v.normalized_shape(), .eps = v.eps()};
 }
 RowNormArgs read_ln(const OpCall& call) {
   const ln::View v(call);
-  return {v.x(), v.y(), v.weight(), v.bias(), nullptr, nullptr, v.normalized_shape(), v.eps()};
+  return {.x = v.x(), .y = v.y(), .weight = v.weight(), .bias = v.bias(), .normalized_shape = v.normalized_shape(),
+          .eps = v.eps()};
 }
 RowNormArgs read_gemma(const OpCall& call) {
   const gemma::View v(call);
-  return {v.x(), v.y(), &v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps()};
+  return {.x = v.x(), .y = v.y(), .weight = &v.weight(), .normalized_shape = v.normalized_shape(), .eps = v.eps()};
 }
 RowNormArgs read_gemma_fused(const OpCall& call) {
   const gemma_fused::View v(call);
-  return {v.x(), v.y(), &v.weight(), nullptr, &v.residual(), &v.residual_out(), v.normalized_shape(), v.eps()};
+  return {.x = v.x(), .y = v.y(), .weight = &v.weight(), .residual = &v.residual(), .residual_out = &v.residual_out(),
+          .normalized_shape = v.normalized_shape(), .eps = v.eps()};
 }
 RowNormArgs read_rs(const OpCall& call) {
   const rs::View v(call);
-  return {v.x(), v.q(), &v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps(), &v.scale()};
+  return {.x = v.x(), .y = v.q(), .weight = &v.weight(), .normalized_shape = v.normalized_shape(), .eps = v.eps(),
+          .scale = &v.scale()};
 }
 RowNormArgs read_fs(const OpCall& call) {
   const fs::View v(call);
-  return {v.x(),           v.q(),        &v.weight(), nullptr, &v.residual(), &v.residual_out(),
-          v.normalized_shape(), v.eps(), &v.scale()};
+  return {.x = v.x(), .y = v.q(), .weight = &v.weight(), .residual = &v.residual(), .residual_out = &v.residual_out(),
+          .normalized_shape = v.normalized_shape(), .eps = v.eps(), .scale = &v.scale()};
 }
 RowNormArgs read_rd(const OpCall& call) {
   const rd::View v(call);
-  return {v.x(), v.q(), &v.weight(), nullptr, nullptr, nullptr, v.normalized_shape(), v.eps(), v.scale_ub(),
-          &v.scales()};
+  return {.x = v.x(), .y = v.q(), .weight = &v.weight(), .normalized_shape = v.normalized_shape(), .eps = v.eps(),
+          .scale = v.scale_ub(), .scales = &v.scales()};
 }
 RowNormArgs read_fd(const OpCall& call) {
   const fd::View v(call);
-  return {v.x(),          v.q(),         &v.weight(), nullptr, &v.residual(), &v.residual_out(),
-          v.normalized_shape(), v.eps(), v.scale_ub(), &v.scales()};
+  return {.x = v.x(), .y = v.q(), .weight = &v.weight(), .residual = &v.residual(), .residual_out = &v.residual_out(),
+          .normalized_shape = v.normalized_shape(), .eps = v.eps(), .scale = v.scale_ub(), .scales = &v.scales()};
 }
 }  // namespace
 
