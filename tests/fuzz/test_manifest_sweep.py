@@ -10,7 +10,10 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
   - the same values in non-contiguous inputs give the contiguous call's result;
   - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing;
   - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
-    naming the operator and the rule.
+    naming the operator and the rule;
+  - where the entry's ref_api is a torch function taking the op's arguments in schema order (85 of the
+    contract rows), the answer is that function's on the inputs widened to float64, within one
+    rounding to the result's dtype.
 """
 import pytest
 import torch
@@ -191,3 +194,47 @@ def test_each_param_bound_broken_is_refused_naming_the_rule(op_class, rule, name
     bent = type(op)(**params, target=op.target, inplace=op.inplace)
     msg = refusal(bent, fresh(inputs), entry)
     assert rule in msg and name in msg, f"refused without the rule {rule!r}: {msg}"
+
+
+# Results against the float64 oracle: one rounding to the result's dtype plus the reduction order.
+ORACLE_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=1e-3),
+              torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}
+
+
+def _float64_oracle(op_class, op, inputs):
+    """The entry's ref_api as a float64 oracle of a call, where ref_api is a torch function that takes
+    the op's arguments in schema order (tensor inputs, then params): its answer on the call's floating
+    inputs widened to float64, or None where the ref_api is prose or takes other arguments."""
+    import re
+    entry = ENTRIES[op_class]
+    if not re.fullmatch(r"torch(\.\w+)+", entry["ref_api"] or ""):
+        return None
+    fn = eval(entry["ref_api"], {"torch": torch})  # a dotted name in torch, e.g. torch.nn.functional.silu
+    params = [getattr(op, p["name"]) for p in entry["params"]]
+    wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs]
+    try:
+        return flat(fn(*wide, *params))
+    except (TypeError, RuntimeError, ValueError, IndexError):
+        return None
+
+
+ORACLES = sorted(c for c in CLASSES if _float64_oracle(c, *CONTRACT[c]("cpu")) is not None)
+
+
+def test_the_float64_oracle_covers_the_entries_whose_ref_api_takes_their_arguments():
+    # a coverage floor: an entry whose signature drifts from its ref_api drops out, and this fails
+    assert len(ORACLES) >= 84, ORACLES
+
+
+@pytest.mark.parametrize("op_class", ORACLES)
+def test_answers_match_the_ref_api_in_float64(op_class):
+    op, inputs, entry = call(op_class)
+    want = _float64_oracle(op_class, op, inputs)
+    got = flat(op(*fresh(inputs)))
+    assert want and got
+    g, w = got[0], want[0]
+    assert g.shape == w.shape, (g.shape, w.shape)
+    if g.is_floating_point():
+        torch.testing.assert_close(g.double(), w.to(g.dtype).double(), equal_nan=True, **ORACLE_TOL[g.dtype])
+    else:
+        assert torch.equal(g, w.to(g.dtype))
