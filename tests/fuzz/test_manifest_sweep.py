@@ -226,9 +226,12 @@ def test_the_float64_oracle_covers_the_entries_whose_ref_api_takes_their_argumen
     assert len(ORACLES) >= 84, ORACLES
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.unverified_gpu])])
 @pytest.mark.parametrize("op_class", ORACLES)
-def test_answers_match_the_ref_api_in_float64(op_class):
-    op, inputs, entry = call(op_class)
+def test_answers_match_the_ref_api_in_float64(op_class, device):
+    # on CUDA this compares what serves the op there (the nvrtc kernels) with torch's float64 answer
+    op, inputs = CONTRACT[op_class](device)
+    inputs = list(inputs)
     want = _float64_oracle(op_class, op, inputs)
     got = flat(op(*fresh(inputs)))
     assert want and got
