@@ -81,6 +81,14 @@ def branch_args(op: Op, branch: Branch):
         args.append((f"Tensor(z!) out", "const at::Tensor&", "out"))
     for p in op.params:
         args.append((f"{p.schema_type} {p.name}{schema_default(p)}", param_cpp_type(p), p.name))
+    # An optional input that only defaulted arguments follow defaults to None, as in torch's own
+    # schemas (clamp.Tensor's `Tensor? min=None`): callers may leave it out.
+    for k in range(len(args) - 1, -1, -1):
+        text = args[k][0]
+        if text.startswith("Tensor? "):
+            args[k] = (text + "=None",) + args[k][1:]
+        elif "=" not in text:
+            break
     return args
 
 

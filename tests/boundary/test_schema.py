@@ -52,3 +52,15 @@ def test_op_class_binds_params_and_checks_target():
         RMSNormFwdOp(16, target="nope")
     with pytest.raises(TypeError, match="missing param 'normalized_shape'"):
         RMSNormFwdOp()
+
+
+def test_optional_inputs_followed_only_by_defaults_default_to_none():
+    clamp = str(torch.ops.tileops.elementwise_clamp_fwd.default._schema)
+    assert "Tensor? min=None, Tensor? max=None, *" in clamp
+    # a required argument after it keeps the optional input required, as in torch's own schemas
+    assert "Tensor? weight, SymInt[] normalized_shape" in SCHEMA
+    x = torch.randn(5, 7)
+    hi = torch.full((7,), 0.25)
+    torch.testing.assert_close(torch.ops.tileops.elementwise_clamp_fwd(x, max=hi), torch.clamp(x, max=hi))
+    xh, w = x.view(1, 5, 7).to(torch.bfloat16), torch.randn(4, 5, 3, dtype=torch.bfloat16)
+    torch.testing.assert_close(torch.ops.tileops.convolution_conv1d_fwd(xh, w), torch.nn.functional.conv1d(xh, w))

@@ -33,9 +33,9 @@ def test_operator_names():
 
 def test_written_input_branch(golden):
     assert schemas(golden["FusedAddRMSNormFwdOp"]) == [
-        "norm_fused_add_rms_norm_fwd(Tensor x, Tensor residual, Tensor? weight, float eps=1e-06, *, "
+        "norm_fused_add_rms_norm_fwd(Tensor x, Tensor residual, Tensor? weight=None, float eps=1e-06, *, "
         "str? target=None) -> (Tensor, Tensor)",
-        "norm_fused_add_rms_norm_fwd_writes_residual(Tensor x, Tensor(a!) residual, Tensor? weight, "
+        "norm_fused_add_rms_norm_fwd_writes_residual(Tensor x, Tensor(a!) residual, Tensor? weight=None, "
         "float eps=1e-06, *, str? target=None) -> Tensor",
     ]
 

@@ -50,7 +50,7 @@ def test_conv_shapes_parse_and_render():
 def test_the_schema_and_the_checked_conv_shape():
     op = ops()["ConvOp"]
     assert emit_cpp.schema(op, op.branches[0]) == (
-        "fam_conv(Tensor input, Tensor weight, Tensor? bias, int[2] stride=[1,1], int[2] padding=[0,0], "
+        "fam_conv(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1,1], int[2] padding=[0,0], "
         "int[2] dilation=[1,1], int groups=1, str? padding_str=None, *, str? target=None) -> Tensor")
     check = "\n".join(emit_cpp.emit_check_fn(op)[0])
     assert ('s.pooled_output = tileops::check::conv_shape(kOp, "input", input.sym_sizes(), "weight", '
