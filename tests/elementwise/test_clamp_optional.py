@@ -119,6 +119,7 @@ for dt in (torch.float32, torch.bfloat16, torch.int32):
         assert torch.equal(got, torch.clamp(x, min=a, max=b)), (dt, a is None, b is None)
 print("ok")
 """
-    env = dict(os.environ, TILEOPS_TUNE="ew_given_kernels=1" if kernels else "")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TILEOPS_TUNE="ew_given_kernels=1" if kernels else "", PYTHONPATH=os.path.join(root, "python"))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
