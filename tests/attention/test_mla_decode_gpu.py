@@ -8,7 +8,7 @@ import torch
 import tileops
 from decode_oracle import default_scale, float64_decode
 
-pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+pytestmark = pytest.mark.gpu
 tileops.load()
 ops = torch.ops.tileops
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -20,7 +20,7 @@ def mla_inputs(b, h, n, d, pe, dtype, seed=0):
     return r(b, h, d), r(b, h, pe), r(b, n, 1, d), r(b, n, 1, pe)
 
 
-def mla(q, q_pe, k, k_pe, target="nvrtc"):
+def mla(q, q_pe, k, k_pe, target=None):
     return ops.attention_multi_head_latent_attention_decode_with_kv_cache_fwd(q, q_pe, k, k_pe, pe_dim=q_pe.size(-1),
                                                                              target=target)
 

@@ -12,7 +12,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "GatedDeltaNetPrefillBHTDFwdOp", "GLAFwdOp", "TopkSelectorFwdOp", "RopeNeoxPositionIdsFwdOp", "DaCumsumFwdOp", "SSDChunkStateFwdOp",
                      "SSDStatePassingFwdOp", "SSDChunkScanFwdOp", "SSDDecodeFwdOp",
                      "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
-                     "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp", "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
+                     "MultiHeadAttentionFwdOp", "MultiHeadAttentionBwdOp",
                      "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
                      "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",

@@ -1,5 +1,5 @@
-// MultiHeadLatentAttentionDecodeWithKVCacheFwdOp on the nvrtc target (pending: the reference serves
-// CUDA by default): the plan, mla_decode_fwd's launch (+ decode_merge when the cache is split).
+// MultiHeadLatentAttentionDecodeWithKVCacheFwdOp on the nvrtc target (what serves CUDA; the latent
+// dims its plan leaves out run through the reference's ATen formula): the plan, mla_decode_fwd's launch (+ decode_merge when the cache is split).
 #include "targets/nvrtc/attention/mla_decode.h"
 
 #include <ATen/core/Tensor.h>
@@ -133,6 +133,6 @@ std::string MlaDecodeSpec::describe() const {
          ", pe_dim=" + std::to_string(pe_dim) + ", stages=" + std::to_string(stages) + ") + decode_merge";
 }
 
-TILEOPS_PENDING_KERNEL(nvrtc, MultiHeadLatentAttentionDecodeWithKVCacheFwdOp, mla_decode_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MultiHeadLatentAttentionDecodeWithKVCacheFwdOp, mla_decode_builder);
 
 }  // namespace tileops::nvrtc
