@@ -52,6 +52,11 @@ class Kernel {
   virtual void launch(const OpCall& call) const = 0;
 };
 
+// What a builder returns for a call its target leaves to others (a problem another implementation
+// serves better): the runtime caches it like any kernel and serves the call through the device's
+// backstops, as if the target had no kernel for the op (docs/CONTRACT.md §6).
+std::shared_ptr<const Kernel> declined_kernel();
+
 struct KernelBuilder {
   // Which kernel serves `call`. Throw (c10::Error) when the target cannot serve it at all.
   std::function<BuildKey(const OpCall& call)> identity;

@@ -144,6 +144,29 @@ std::shared_ptr<const Kernel> build(const OpCall& call, registry::OpKernels& ok,
   return ok.kernels.emplace(ck, std::move(kernel)).first->second;
 }
 
+// The cached kernel of `target` for the call, built on a miss.
+std::shared_ptr<const Kernel> find_or_build(const Snapshot& snap, const OpCall& call, const Target& target) {
+  registry::OpKernels* ok = target.ops[call.op_id].get();
+  if (ok == nullptr) {
+    std::string serving;
+    for (const auto& t : snap.targets)
+      if (t->ops[call.op_id]) serving += (serving.empty() ? "'" : ", '") + t->name + "'";
+    fail_target(call, "target '" + target.name + "' has no kernel for this op (targets that do: " +
+                          (serving.empty() ? "none" : serving) + ")");
+  }
+  const registry::CacheKey ck{ok->builder.identity(call), static_cast<int8_t>(call.device.type()),
+                              static_cast<int8_t>(call.device.index())};
+  {
+    std::shared_lock<std::shared_mutex> lock(ok->mu);
+    auto it = ok->kernels.find(ck);
+    if (it != ok->kernels.end()) {
+      counters::bump(counters::kKernelHits);
+      return it->second;
+    }
+  }
+  return build(call, *ok, ck);
+}
+
 }  // namespace
 
 void invoke(const OpCall& call, const std::optional<c10::string_view>& target_name) {
@@ -158,28 +181,18 @@ void invoke(const OpCall& call, const std::optional<c10::string_view>& target_na
     return;
   }
   const Target* target = resolve(snap, call, target_name);
-  registry::OpKernels* ok = target->ops[call.op_id].get();
-  if (ok == nullptr) {
-    std::string serving;
-    for (const auto& t : snap.targets)
-      if (t->ops[call.op_id]) serving += (serving.empty() ? "'" : ", '") + t->name + "'";
-    fail_target(call, "target '" + target->name + "' has no kernel for this op (targets that do: " +
-                          (serving.empty() ? "none" : serving) + ")");
-  }
   try {
-    const registry::CacheKey ck{ok->builder.identity(call), static_cast<int8_t>(call.device.type()),
-                                static_cast<int8_t>(call.device.index())};
     // A reference, not a raw pointer: clear_kernel_caches() may drop the entry while this launch runs.
-    std::shared_ptr<const Kernel> kernel;
-    {
-      std::shared_lock<std::shared_mutex> lock(ok->mu);
-      auto it = ok->kernels.find(ck);
-      if (it != ok->kernels.end()) kernel = it->second;
-    }
-    if (kernel != nullptr) {
-      counters::bump(counters::kKernelHits);
-    } else {
-      kernel = build(call, *ok, ck);
+    static const Kernel* const declined = declined_kernel().get();
+    std::shared_ptr<const Kernel> kernel = find_or_build(snap, call, *target);
+    if (kernel.get() == declined) {  // the target leaves this call to the device's backstops
+      const Target* b = backstop_for(snap, call);
+      if (b == nullptr || b == target)
+        fail_target(call, "target '" + target->name + "' declined this call and no other backstop of device " +
+                              call.device.str() + " has a verified kernel for the op");
+      target = b;
+      kernel = find_or_build(snap, call, *target);
+      if (kernel.get() == declined) fail_target(call, "backstop '" + target->name + "' declined this call too");
     }
     kernel->launch(call);
   } catch (const c10::Error& e) {

@@ -14,6 +14,16 @@
 
 namespace tileops {
 
+std::shared_ptr<const Kernel> declined_kernel() {
+  struct Declined final : Kernel {
+    void launch(const OpCall& call) const override {
+      TORCH_CHECK(false, call.op_name, ": a declined call reached a launch");
+    }
+  };
+  static const std::shared_ptr<const Kernel> declined = std::make_shared<Declined>();
+  return declined;
+}
+
 // ---- BuildKey -----------------------------------------------------------------------------------
 
 BuildKey::BuildKey(std::initializer_list<int64_t> ws) {

@@ -169,6 +169,38 @@ TEST(Registry, DeviceBoundBackstopServesItsDevicesBeforeTheReference) {
   EXPECT_TRUE(at::equal(rms_norm(x), at::full({2, 4}, 5.0)));  // registered after the reference, asked first
 }
 
+// A builder may decline a problem (declined_kernel()): that call goes to the device's backstops, named
+// target or not, and the decision is cached like a kernel.
+TEST(Registry, DeclinedCallGoesToTheBackstopAndTheDecisionIsCached) {
+  ScopedTarget a{"declines_width_4"};
+  std::atomic<int> builds{0};
+  tileops::KernelBuilder b = fill_builder(9);
+  b.build = [&builds](const tileops::OpCall& call, const tileops::BuildKey&) -> std::shared_ptr<const tileops::Kernel> {
+    ++builds;
+    if (call.inputs[0].size(-1) == 4) return tileops::declined_kernel();
+    return std::make_shared<FillKernel>(9);
+  };
+  tileops::TargetRegistration("declines_width_4").detector([](const c10::Device& d) { return d.is_cpu(); })
+      .kernel("RMSNormFwdOp", b)
+      .commit();
+  const at::Tensor x4 = at::randn({2, 4}), x8 = at::randn({2, 8});
+  EXPECT_TRUE(at::equal(rms_norm(x8), at::full({2, 8}, 9.0)));
+  EXPECT_TRUE(at::allclose(rms_norm(x4), rms_norm(x4, "reference")));
+  EXPECT_TRUE(at::allclose(rms_norm(x4, "declines_width_4"), rms_norm(x4, "reference")));
+  EXPECT_TRUE(at::allclose(rms_norm(x4), rms_norm(x4, "reference")));
+  EXPECT_EQ(builds.load(), 2);  // one decision per identity: the repeats were cache hits
+
+  ScopedTarget c{"declining_backstop"};
+  tileops::KernelBuilder never = fill_builder(0);
+  never.build = [](const tileops::OpCall&, const tileops::BuildKey&) { return tileops::declined_kernel(); };
+  tileops::TargetRegistration("declining_backstop")
+      .backstop_on([](const c10::Device& d) { return d.is_cpu(); })
+      .kernel("RMSNormFwdOp", never)
+      .commit();
+  EXPECT_CONTAINS(error_of([&] { rms_norm(x4); }),
+                  "tileops::norm_rms_norm_fwd: backstop 'declining_backstop' declined this call too");
+}
+
 TEST(Registry, BackstopOnNeedsADevicePredicate) {
   const std::string err = error_of([] {
     tileops::TargetRegistration("no_predicate").backstop_on(nullptr).kernel("RMSNormFwdOp", fill_builder(1)).commit();
