@@ -34,6 +34,10 @@ TEST(Fp8GemmPlan, KernelOrAten) {
   EXPECT_FALSE(fp8_gemm_plan({c10::kHalf, c10::kHalf, true}, facts_for("sm_80", 8, 0)).kernel());  // no e4m3 MMA
   EXPECT_TRUE(fp8_gemm_plan({c10::kHalf, c10::kHalf, true}, facts_for("sm_89", 8, 9)).kernel());
   EXPECT_TRUE(fp8_gemm_plan({c10::kHalf, c10::kHalf, false}, h).sources().empty());
+  const auto per_tensor = fp8_gemm_plan({c10::kHalf, c10::kHalf, true, true}, h);  // cuBLASLt's
+  EXPECT_TRUE(per_tensor.declined);
+  EXPECT_FALSE(per_tensor.kernel());
+  EXPECT_TRUE(per_tensor.sources().empty());
 }
 
 tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {

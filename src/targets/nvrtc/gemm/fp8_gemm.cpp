@@ -1,4 +1,5 @@
-// GemmFp8FwdOp on the nvrtc target (a pending kernel: cuBLASLt and the reference serve CUDA by default).
+// GemmFp8FwdOp on the nvrtc target (pending: cuBLASLt and the reference serve CUDA by default): block
+// and mixed scales on its kernel, per-tensor ones declined to cuBLASLt.
 #include "targets/nvrtc/gemm/fp8_gemm.h"
 
 #include <ATen/core/Tensor.h>
@@ -55,10 +56,11 @@ struct Fp8GemmFamily {
     const at::Tensor &a = v.a(), &b = v.b();
     const bool aligned = access_width({a.const_data_ptr(), b.const_data_ptr()}, 1) == 16;
     return {v.d().scalar_type(), v.bias() ? v.bias()->scalar_type() : c10::ScalarType::Undefined,
-            aligned && a.size(1) % 16 == 0};
+            aligned && a.size(1) % 16 == 0, v.scale_a().numel() == 1 && v.scale_b().numel() == 1};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return fp8_gemm_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    if (s.declined) return declined_kernel();
     if (!s.kernel()) return function_kernel(&reference::gemm_fp8_fwd_aten);
     allow_dynamic_smem(k[0], fp8_gemm_smem_bytes(s.stages), dev);
     return std::make_shared<Fp8GemmKernel>(std::move(k[0]), s);
@@ -73,6 +75,7 @@ int fp8_gemm_smem_bytes(int stages) { return stages * (kFp8GemmRows + kFp8GemmCo
 
 Fp8GemmSpec fp8_gemm_plan(const Fp8GemmProblem& q, const DeviceFacts& dev) {
   const c10::ScalarType bias = q.bias == c10::ScalarType::Undefined ? q.out : q.bias;
+  if (q.per_tensor) return {q.out, bias, 0, "", true};
   if (!q.shape_ok || dev.sm() < 89 || fp8_gemm_smem_bytes(kFp8GemmStages) > dev.max_smem_optin)
     return {q.out, bias, 0, ""};  // the e4m3 MMA needs sm_89
   return {q.out, bias, kFp8GemmStages, dev.arch};
@@ -88,6 +91,7 @@ std::vector<jit::KernelSource> Fp8GemmSpec::sources() const {
 }
 
 std::string Fp8GemmSpec::describe() const {
+  if (declined) return "gemm_fp8_fwd (per-tensor scales: declined to the backstops)";
   if (!kernel()) return "gemm_fp8_fwd (ATen)";
   return std::string("fp8_gemm_fwd(out=") + short_type_name(out) + ", bias=" + short_type_name(bias) +
          ", stages=" + std::to_string(stages) + ")";

@@ -1,6 +1,7 @@
-// GemmFp8FwdOp on the nvrtc target: src/kernels/gemm/fp8_gemm.cuh (sm_89+ e4m3 MMAs; per-tensor,
-// per-block or mixed scales), the reference's ATen formula where it does not apply. The spec is the
-// output and bias dtypes and the pipeline's stages.
+// GemmFp8FwdOp on the nvrtc target: src/kernels/gemm/fp8_gemm.cuh (sm_89+ e4m3 MMAs; per-block or
+// mixed scales), the reference's ATen formula where it does not apply. Per-tensor scales on both
+// operands are declined to the backstops (cuBLASLt: its wgmma kernels are faster there). The spec is
+// the output and bias dtypes and the pipeline's stages.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -19,16 +20,18 @@ struct Fp8GemmProblem {
   c10::ScalarType out;
   c10::ScalarType bias;  // Undefined: no bias
   bool shape_ok;  // K % 16 == 0, a and b 16-byte aligned
-  TILEOPS_IDENTITY(Fp8GemmProblem, out, bias, shape_ok)
+  bool per_tensor = false;  // both scales one value each
+  TILEOPS_IDENTITY(Fp8GemmProblem, out, bias, shape_ok, per_tensor)
 };
 
 struct Fp8GemmSpec {
   c10::ScalarType out;
   c10::ScalarType bias;  // the bias pointer's type (the output's when there is none: the pointer is null)
-  int stages;  // 0: served by ATen
+  int stages;  // 0: served by ATen (or declined)
   std::string arch;
+  bool declined = false;  // per-tensor scales: the backstops serve the call
   bool kernel() const { return stages > 0; }
-  TILEOPS_IDENTITY(Fp8GemmSpec, out, bias, stages, arch)
+  TILEOPS_IDENTITY(Fp8GemmSpec, out, bias, stages, arch, declined)
   std::vector<jit::KernelSource> sources() const;  // fp8_gemm_fwd, or none
   std::string describe() const;
 };
