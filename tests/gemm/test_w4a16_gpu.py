@@ -7,7 +7,7 @@ import torch
 
 import tileops
 
-pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+pytestmark = pytest.mark.gpu
 tileops.load()
 ops = torch.ops.tileops
 HALF_ULP = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
@@ -43,7 +43,7 @@ def assert_one_rounding(out, want, terms, dtype):
                                        (129, 160, 32), (1024, 640, 64)])
 def test_kernel_matches_float64(dtype, m, n, k, group):
     x, q, packed, scale, zero = inputs(m, n, k, group, dtype)
-    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="nvrtc")
+    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group)
     assert out.shape == (m, n) and out.dtype == dtype
     assert_one_rounding(out, *float64_product(x, q, scale, zero, group, dtype), dtype)
 
@@ -52,7 +52,7 @@ def test_kernel_matches_float64(dtype, m, n, k, group):
 @pytest.mark.parametrize("m,n,k", [(1, 8192, 8192), (1, 8192, 16384), (1, 7168, 20480), (4, 8192, 81920)])
 def test_decode_workloads_against_the_reference(dtype, m, n, k):
     x, q, packed, scale, zero = inputs(m, n, k, 128, dtype, seed=1)
-    got = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")
+    got = ops.gemm_w4_a16_fwd(x, packed, scale, zero)
     ref = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="reference")
     terms = x.double().abs().sum(1, keepdim=True) * 1.6  # |w| <= 15 * 0.11
     err = (got.double() - ref.double()).abs()
@@ -62,7 +62,7 @@ def test_decode_workloads_against_the_reference(dtype, m, n, k):
 @pytest.mark.parametrize("m,k,group", [(65, 256, 128), (2, 200, 40), (2, 256, 16), (3, 0, 128)])
 def test_shapes_the_kernel_leaves_to_aten(m, k, group):
     x, q, packed, scale, zero = inputs(m, 24, k, group, torch.float16)
-    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="nvrtc")
+    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group)
     assert_one_rounding(out, *float64_product(x, q, scale, zero, group, torch.float16), torch.float16)
 
 
@@ -71,16 +71,16 @@ def test_unaligned_activation_view():
     buf = torch.empty(2 * 256 + 1, device="cuda", dtype=torch.bfloat16)
     xv = buf[1:].view(2, 256)
     xv.copy_(x)
-    out = ops.gemm_w4_a16_fwd(xv, packed, scale, zero, target="nvrtc")
+    out = ops.gemm_w4_a16_fwd(xv, packed, scale, zero)
     assert_one_rounding(out, *float64_product(x, q, scale, zero, 128, torch.bfloat16), torch.bfloat16)
 
 
 def test_cuda_graph_replay():
     x, q, packed, scale, zero = inputs(1, 512, 1024, 128, torch.float16)
-    ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")  # builds the kernel
+    ops.gemm_w4_a16_fwd(x, packed, scale, zero)  # builds the kernel
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="nvrtc")
+        out = ops.gemm_w4_a16_fwd(x, packed, scale, zero)
     x2, q2, packed2, scale2, zero2 = inputs(1, 512, 1024, 128, torch.float16, seed=5)
     for dst, src in ((x, x2), (packed, packed2), (scale, scale2), (zero, zero2)):
         dst.copy_(src)

@@ -19,7 +19,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
                      "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp", "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
-                     "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "GroupedGemmFwdOp", "GemmW4A16FwdOp",
+                     "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "GroupedGemmFwdOp",
                      "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeLlama31FwdOp", "RopeYarnFwdOp", "RopeLongRopeFwdOp",
                      "GatedDeltaNetBHTDFwdOp", "GatedDeltaNetBTHDFwdOp", "GatedDeltaNetBwdOp", "DeltaNetFwdOp",
                      "DeltaNetBwdOp", "GLABwdOp",
