@@ -97,7 +97,6 @@ def test_opcheck_compile_and_export_with_a_bound_left_out(given):
 
 
 @pytest.mark.gpu
-@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("kernels", [False, True])
 def test_cuda_answers_with_and_without_the_pending_kernels(kernels, tmp_path):
     # Without TILEOPS_TUNE=ew_given_kernels=1 a case leaving a bound out runs on ATen; with it, its

@@ -226,7 +226,7 @@ def test_the_float64_oracle_covers_the_entries_whose_ref_api_takes_their_argumen
     assert len(ORACLES) >= 84, ORACLES
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.unverified_gpu])])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("op_class", ORACLES)
 def test_answers_match_the_ref_api_in_float64(op_class, device):
     # on CUDA this compares what serves the op there (the nvrtc kernels) with torch's float64 answer

@@ -8,7 +8,7 @@ import tileops
 
 tileops.load()
 ops = torch.ops.tileops
-pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+pytestmark = pytest.mark.gpu
 
 
 def position_ids_call():
