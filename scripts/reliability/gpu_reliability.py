@@ -38,6 +38,11 @@ COLS = (1, 7, 1000, 4100, 33000, 131072)
 ROWS = (1, 3, 130)
 
 
+# Ops that round bfloat16 inputs to float8 inside: one input rounding the other way on CUDA than on
+# the CPU moves an output by up to an e4m3 unit of its term, so they are held to float8's tolerance.
+QUANTISE_INSIDE = {"FP8LightningIndexerFwdOp"}
+
+
 def close(got, want, dtype):
     # float8: one unit in the last place of e4m3 is 1/8 relative
     tol = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 6e-2}.get(dtype, 0.13)
@@ -176,7 +181,7 @@ def cmd_contract(a):
                 if isinstance(g, torch.Tensor) and g.is_complex():  # cuFFT and pocketfft round differently
                     close(torch.view_as_real(g), torch.view_as_real(w), g.real.dtype)
                 elif isinstance(g, torch.Tensor) and g.is_floating_point():
-                    close(g, w, g.dtype)
+                    close(g, w, torch.float8_e4m3fn if name in QUANTISE_INSIDE else g.dtype)
                 elif isinstance(g, torch.Tensor):
                     assert torch.equal(g.cpu(), w.cpu()), f"{g.dtype} results differ"
         except AssertionError as e:
