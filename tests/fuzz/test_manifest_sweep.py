@@ -9,12 +9,16 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
     operator;
   - the same values in non-contiguous inputs give the contiguous call's result;
   - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing;
+  - a size two tensor dims share by name (`D` in q [B, H, D] and k [B, N_kv, H_kv, D]), grown by one
+    in one of them, is refused naming the operator;
   - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
     naming the operator and the rule;
   - where the entry's ref_api is a torch function taking the op's arguments in schema order (85 of the
     contract rows), the answer is that function's on the inputs widened to float64, within one
     rounding to the result's dtype.
 """
+import re
+
 import pytest
 import torch
 
@@ -91,6 +95,84 @@ def test_one_more_dim_on_a_fixed_rank_input_is_refused(op_class):
         bad = fresh(inputs)
         bad[i] = bad[i].unsqueeze(0)
         refusal(op, bad, entry)
+
+
+def _symbols(op, entry, inputs):
+    """{(position, dim): size name} for the call's tensor inputs, from their manifest shapes: bare
+    symbols ('[B, H, D]'; after '...' counted from the end), a list param's dims ('*normalized_shape'),
+    'same_as(x)' (x's names) and 'along(x, k)' (x's dim k). Dims of 'any' inputs share a name where
+    broadcasting makes them meet with sizes above 1 (right-aligned)."""
+    names, slots = {}, tensor_inputs(entry, inputs)
+    position = {spec["name"]: i for i, spec in slots}
+    for i, spec in slots:
+        shape, rank = (spec["shape"] or "").strip(), inputs[i].dim()
+        m = re.fullmatch(r"same_as\((\w+)\)", shape)
+        if m and m.group(1) in position:
+            j = position[m.group(1)]
+            names.update({(i, d): names.get((j, d), f"{m.group(1)}#{d}") for d in range(rank)})
+            names.update({(j, d): names.get((j, d), f"{m.group(1)}#{d}") for d in range(rank)})
+            continue
+        m = re.fullmatch(r"along\((\w+),\s*(-?\d+)\)", shape)
+        if m and m.group(1) in position and rank == 1:
+            j, k = position[m.group(1)], int(m.group(2))
+            k %= inputs[j].dim()
+            names[(i, 0)] = names.setdefault((j, k), f"{m.group(1)}#{k}")
+            continue
+        if shape == "any":
+            for d in range(rank):
+                if inputs[i].shape[d] > 1:
+                    names[(i, d)] = f"broadcast#{d - rank}"
+            continue
+        if not shape.startswith("["):
+            continue
+        dims = []
+        for tok in (t.strip() for t in shape[1:-1].split(",") if t.strip()):
+            if tok.startswith("*") and isinstance(getattr(op, tok[1:], None), (list, tuple)):
+                dims += [f"{tok[1:]}[{k}]" for k in range(len(getattr(op, tok[1:])))]
+            else:
+                dims.append(tok)
+        first = 0
+        if dims[:1] == ["..."]:
+            dims, first = dims[1:], rank - len(dims) + 1
+        elif "..." in dims or len(dims) != rank:
+            continue
+        for k, sym in enumerate(dims):
+            if re.fullmatch(r"[A-Za-z_]\w*(\[\d+\])?", sym) and first + k >= 0:
+                names[(i, first + k)] = sym
+    return names
+
+
+def _shared_dims(op, entry, inputs):
+    """(position, dim, name) of every tensor dim whose size another tensor dim of the call shares by
+    name: the manifest says those sizes are equal."""
+    seen = {}
+    for (i, d), sym in _symbols(op, entry, inputs).items():
+        seen.setdefault(sym, []).append((i, d))
+    return [(i, d, sym) for sym, where in seen.items() if len({i for i, _ in where}) > 1 or len(where) > 1
+            for i, d in where]
+
+
+@pytest.mark.parametrize("op_class", CLASSES)
+def test_a_shared_dim_that_disagrees_is_refused(op_class):
+    # Two inputs whose manifest shapes name the same size (q [B, H, D], k [B, N_kv, H_kv, D]): one of
+    # them one larger there is refused before any work, naming the operator.
+    op, inputs, entry = call(op_class)
+    shared = _shared_dims(op, entry, inputs)
+    if not shared:
+        pytest.skip("no size named by two tensor dims")
+    for i, d, sym in shared:
+        bad = fresh(inputs)
+        t = bad[i]
+        size = list(t.shape)
+        size[d] += 1
+        grown = torch.zeros(size, dtype=t.dtype)
+        grown.narrow(d, 0, t.shape[d]).copy_(t)
+        bad[i] = grown
+        with pytest.raises(ERRORS) as info:
+            op(*bad)
+        msg = str(info.value)
+        names = [o["name"] for o in entry["operators"]]
+        assert any(f"tileops::{n}" in msg for n in names), f"{sym} of input {i} grown: {msg}"
 
 
 @pytest.mark.parametrize("op_class", CLASSES)
