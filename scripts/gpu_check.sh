@@ -30,7 +30,9 @@ step() { pack; echo "== $1 ($(date +%T))"; }
 step "configure + build"
 if ! cmake -S . -B build -G Ninja -DPython3_EXECUTABLE="$(command -v "$PY")" -DTILEOPS_DEPS_DIR="$PWD/.deps" \
     >"$OUT/cmake.log" 2>&1; then tail -40 "$OUT/cmake.log"; exit 1; fi
-# BUILD_TARGETS="tileops": the library alone (no GoogleTest binaries), for runs that skip ctest.
+# With SKIP_CTEST the GoogleTest binaries are not built: the library and the programs pytest runs
+# (tileops-warmup, the example backend) are; BUILD_TARGETS names others.
+[ -n "${SKIP_CTEST:-}" ] && BUILD_TARGETS=${BUILD_TARGETS:-tileops tileops-warmup tileops_example_backend}
 if ! ninja -C build ${BUILD_TARGETS:-} >"$OUT/build.log" 2>&1; then grep -E "error|FAILED" -A5 "$OUT/build.log" | head -80; exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 # The benchmarks' flashinfer column needs a torch extension over its headers (.deps/peers, see
