@@ -33,7 +33,7 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 __all__ = ["load", "load_backend", "library_path", "build_record", "check_torch_abi", "counters", "reset_counters", "clear_kernel_caches",
-           "target_names", "set_default_target", "default_target", "op_table", "pending", "enable_autograd",
+           "target_names", "set_default_target", "default_target", "op_table", "pending", "pending_tuning", "enable_autograd",
            "autograd_enabled",
            "patch", "unpatch", "patched"]
 
@@ -197,6 +197,18 @@ def pending() -> list[tuple[str, str]]:
     """(op class, target) for every kernel that is built but not yet verified on its device: it
     runs only with target=<that target>; `python -m tileops.pending` prints them."""
     return [(e["class"], t) for e in op_table() for t in e["serving"]["pending"]]
+
+
+def pending_tuning() -> list[tuple[str, str]]:
+    """(op class, TILEOPS_TUNE setting) for the nvrtc kernels that run only with that developer setting
+    until a GPU has verified them (e.g. ClampFwdOp's cases that leave a bound out)."""
+    lib = load()
+    lib.tileops_pending_tuning.restype = ctypes.c_char_p
+    out = []
+    for line in lib.tileops_pending_tuning().decode().splitlines():
+        setting, ops = line.split("\t")
+        out += [(op, f"TILEOPS_TUNE={setting}") for op in ops.split(",")]
+    return out
 
 
 def patch(model, **switches):

@@ -60,8 +60,10 @@ def emit(ops, kernels: dict[str, dict[str, str]]) -> str:
     return "\n".join(rows) + "\n"
 
 
-# A row of tuning_keys() in src/targets/nvrtc/tuning.cpp: {"name", &Tuning::field, lo, hi, "what"[, pow2]}.
-_TUNING_KEY = re.compile(r'\{"(\w+)",\s*&Tuning::\w+,\s*([^,]+?),\s*([^,]+?),\s*"([^"]*)"\s*(?:,\s*(true|false)\s*)?\}')
+# A row of tuning_keys() in src/targets/nvrtc/tuning.cpp:
+# {"name", &Tuning::field, lo, hi, "what"[, pow2[, "pending op classes"]]}.
+_TUNING_KEY = re.compile(r'\{"(\w+)",\s*&Tuning::\w+,\s*([^,]+?),\s*([^,]+?),\s*"([^"]*)"\s*'
+                         r'(?:,\s*(true|false)\s*)?(?:,\s*"[^"]*"\s*)?\}')
 
 
 def collect_tuning_keys(targets_root: str) -> list[tuple[str, str, str, str, bool]]:

@@ -47,7 +47,9 @@ def test_pending_module_prints_the_pending_list():
     python_dir = os.path.dirname(os.path.dirname(tileops.__file__))  # a checkout's python/, unless installed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([python_dir, os.environ.get("PYTHONPATH", "")])}
     r = subprocess.run([sys.executable, "-m", "tileops.pending"], capture_output=True, text=True, check=True, env=env)
-    assert r.stdout.splitlines() == [f"{c}\t{t}" for c, t in tileops.pending()]
+    assert r.stdout.splitlines() == ([f"{c}\t{t}" for c, t in tileops.pending()] +
+                                     [f"{c}\tnvrtc\t{s}" for c, s in tileops.pending_tuning()])
+    assert ("ClampFwdOp", "TILEOPS_TUNE=ew_given_kernels=1") in tileops.pending_tuning()
 
 
 def test_ops_md_says_what_the_registry_says():

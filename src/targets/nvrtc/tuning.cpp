@@ -31,7 +31,8 @@ const std::vector<TuningKey>& tuning_keys() {
       {"ew_unroll", &Tuning::ew_unroll, 1, 8, "elementwise contiguous loop: vector steps a thread", true},
       {"ew_threads", &Tuning::ew_threads, 32, 256, "elementwise contiguous loop: most threads a CTA"},
       {"ew_given_kernels", &Tuning::ew_given_kernels, 1, 1,
-       "elementwise: kernels for the cases that leave optional inputs out (else ATen, until verified)"},
+       "elementwise: kernels for the cases that leave optional inputs out (else ATen, until verified)", false,
+       "ClampFwdOp"},
       {"norm_bwd_plain_reduce", &Tuning::norm_bwd_plain_reduce, 1, 1,
        "norm backward: launch the reduction plainly, not as a programmatic dependent launch"},
       {"pool_max_outputs", &Tuning::pool_max_outputs, 1, 2, "max pools, window in the code: outputs a thread"},
@@ -91,6 +92,17 @@ const Tuning& tuning() {
 }
 
 }  // namespace tileops::nvrtc
+
+// "key=hi<TAB>OpClass,..." lines for the keys that turn on kernels no GPU has run (tileops.pending).
+extern "C" __attribute__((visibility("default"))) const char* tileops_pending_tuning() {
+  static const std::string lines = [] {
+    std::string s;
+    for (const auto& k : tileops::nvrtc::tuning_keys())
+      if (k.pending_ops) s += std::string(k.name) + "=" + std::to_string(k.hi) + "\t" + k.pending_ops + "\n";
+    return s;
+  }();
+  return lines.c_str();
+}
 
 // The keys as text for tools without a GPU (scripts/bench/sweep.py --list-tune, through ctypes).
 extern "C" __attribute__((visibility("default"))) const char* tileops_tuning_keys() {

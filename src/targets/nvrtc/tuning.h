@@ -48,6 +48,9 @@ struct TuningKey {
   int lo, hi;        // accepted values
   const char* what;
   bool pow2 = false;  // only powers of two (threads or steps whose products must stay whole warps or chunks)
+  // Op classes whose kernels this key turns on before a GPU has run them (comma-separated): listed
+  // with the pending kernels (python -m tileops.pending) until the GPU round makes them the default.
+  const char* pending_ops = nullptr;
 };
 const std::vector<TuningKey>& tuning_keys();
 // "key  lo..hi  what" lines, one a key (scripts/bench/sweep.py --list-tune prints them).
