@@ -87,3 +87,16 @@ def test_cuda_graph_replay():
     g.replay()
     torch.cuda.synchronize()
     assert_one_rounding(out, *float64_product(x2, q2, scale2, zero2, 128, torch.float16), torch.float16)
+
+
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,n,k,group", [(65, 40, 96, 32), (200, 300, 1024, 128), (1024, 1024, 640, 64),
+                                         (3, 16, 128, 128), (5, 8, 0, 32)])
+def test_cublaslt_dequantises_then_one_gemm(dtype, m, n, k, group):
+    # target="cublaslt": the weight rounded as the op defines, then cuBLASLt's float32 sums, any M
+    x, q, packed, scale, zero = inputs(m, n, k, group, dtype, seed=4)
+    out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="cublaslt")
+    want, terms = float64_product(x, q, scale, zero, group, dtype)
+    assert out.shape == (m, n) and out.dtype == dtype
+    assert_one_rounding(out, want, terms, dtype)

@@ -1,5 +1,6 @@
-// GemmFwdOp, BmmFwdOp and GemmFp8FwdOp on the cublaslt target: one cublasLtMatmul per call, planned
-// once per (dtypes, layout flags, operand alignments, batch, M, N, K, device) when the kernel is built.
+// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp (and GemmW4A16FwdOp, pending: its weight dequantised first) on the
+// cublaslt target: one cublasLtMatmul per call, planned once per (dtypes, layout flags, operand
+// alignments, batch, M, N, K, device) when the kernel is built.
 //
 // cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
 // d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
@@ -9,6 +10,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +18,7 @@
 #include "targets/builtin.h"
 #include "targets/cublaslt/cublaslt_library.h"
 #include "targets/reference/gemm_fp8.h"
+#include "targets/reference/gemm_w4a16.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::cublaslt {
@@ -24,6 +27,7 @@ namespace {
 namespace gemm = tileops::ops::gemm_fwd;
 namespace bmm = tileops::ops::gemm_bmm_fwd;
 namespace fp8 = tileops::ops::gemm_fp8_fwd;
+namespace w4a16 = tileops::ops::gemm_w4_a16_fwd;
 
 // The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
 // kernels only for what the pointers allow, and its default assumption is 256.
@@ -202,6 +206,22 @@ class LtMatmul final : public Kernel {
   mutable std::mutex mu_;  // FP8 calls: their pointers in the shared descriptor
 };
 
+// GemmW4A16FwdOp beyond decode sizes: the weight dequantised to the activation's dtype (the op's own
+// rounding, in ATen, once a call), then one cuBLASLt GEMM with float32 sums, a [M, K] by w [N, K].
+class LtW4A16 final : public Kernel {
+ public:
+  LtW4A16(const Product& p, c10::DeviceIndex device) : gemm_(w4a16::kName, p, device) {}
+  void launch(const OpCall& call) const override {
+    const w4a16::View v(call);
+    const std::array<at::Tensor, 2> operands{v.activation(), reference::w4a16_dequantized_weight(call)};
+    const std::array<at::Tensor, 1> out{v.output()};
+    gemm_.launch(OpCall{call.op_id, call.op_name, call.device, operands, out, {}});
+  }
+
+ private:
+  LtMatmul gemm_;
+};
+
 template <class IdentityFn>
 KernelBuilder lt_builder(const char* op, const char* stem, IdentityFn identity) {
   KernelBuilder b;
@@ -253,7 +273,22 @@ KernelBuilder gemm_fp8_fwd_builder() {
   });
 }
 
+// The dequantised weight is a fresh allocation: 256-byte aligned (log2 8) whatever the inputs' offsets.
+KernelBuilder gemm_w4a16_fwd_builder() {
+  KernelBuilder b = lt_builder(w4a16::kName, "gemm_w4a16_fwd", [](const OpCall& call) {
+    const w4a16::View v(call);
+    const at::Tensor& x = v.activation();
+    return Product{x.scalar_type(), false, true, align_log2(x), 8, align_log2(v.output()), 1,
+                   x.size(0), v.packed_weight().size(0), x.size(1)};
+  });
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    return std::make_shared<LtW4A16>(Product::from(key), call.device.index());
+  };
+  return b;
+}
+
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
 

@@ -186,15 +186,19 @@ void gemm_fp8_fwd_aten(const OpCall& call) {
 // w = (q - zero) * scale per group of K, the scale rounded to the activation's dtype first and the
 // product rounded to it once (the 16-bit weight: exact in float32, then .to(dtype)); then
 // activation @ w.T with float32 products and sums, one rounding into output.
+at::Tensor w4a16_dequantized_weight(const OpCall& call) {
+  const w4a16::View v(call);
+  const at::ScalarType dtype = v.activation().scalar_type();
+  const int64_t group = v.group_size();
+  const at::Tensor scale = v.weight_scale().to(dtype).to(at::kFloat).repeat_interleave(group, 1);
+  const at::Tensor zero = v.weight_zero().to(at::kFloat).repeat_interleave(group, 1);
+  return unpack_nibbles(v.packed_weight()).sub_(zero).mul_(scale).to(dtype);
+}
+
 void gemm_w4a16_fwd_aten(const OpCall& call) {
   const w4a16::View v(call);
-  const at::Tensor& x = v.activation();
-  const int64_t group = v.group_size();
-  const at::Tensor scale = v.weight_scale().to(x.scalar_type()).to(at::kFloat).repeat_interleave(group, 1);
-  const at::Tensor zero = v.weight_zero().to(at::kFloat).repeat_interleave(group, 1);
-  const at::Tensor w = unpack_nibbles(v.packed_weight()).sub_(zero).mul_(scale).to(x.scalar_type()).to(at::kFloat);
   at::Tensor out = v.output();
-  out.copy_(at::mm(x.to(at::kFloat), w.t()));
+  out.copy_(at::mm(v.activation().to(at::kFloat), w4a16_dequantized_weight(call).to(at::kFloat).t()));
 }
 
 }  // namespace tileops::reference
