@@ -141,12 +141,21 @@ def fp8_block_rows(quick: bool) -> list[dict]:
     return rows
 
 
-def w4a16_rows(quick: bool) -> list[dict]:
-    """GemmW4A16FwdOp on the nvrtc target. Eager is what a user without a W4A16 kernel writes: the
-    weight dequantized by the op's formula, then torch.matmul; compile is Inductor's fusion of it."""
-    rows = []
-    for w in [w for w in harness.manifest_workloads("gemm", "GemmW4A16FwdOp") if w["name"].startswith("decode")][
-            : 2 if quick else None]:
+# Prefill shapes (TileOPs lists decode workloads only): a Llama-70B-like projection and an MLP's up.
+W4A16_PREFILL = [{"name": "prefill-2k-8192x8192", "activation": [2048, 8192], "packed_weight": [8192, 4096],
+                  "weight_scale": [8192, 64], "dtypes": ["float16", "bfloat16"]},
+                 {"name": "prefill-4k-28672x8192", "activation": [4096, 8192], "packed_weight": [28672, 4096],
+                  "weight_scale": [28672, 64], "dtypes": ["float16"]}]
+
+
+def w4a16_rows(quick: bool, prefill: bool = False) -> list[dict]:
+    """GemmW4A16FwdOp: the manifest's decode workloads on the nvrtc target, or (prefill) the shapes
+    above on the cublaslt target. Eager is what a user without a W4A16 kernel writes: the weight
+    dequantized by the op's formula, then torch.matmul; compile is Inductor's fusion of it."""
+    rows, target = [], "cublaslt" if prefill else "nvrtc"
+    workloads = W4A16_PREFILL if prefill else [
+        w for w in harness.manifest_workloads("gemm", "GemmW4A16FwdOp") if w["name"].startswith("decode")]
+    for w in workloads[: 1 if quick and prefill else 2 if quick else None]:
         (m, k), (n, kh), (_, groups) = w["activation"], w["packed_weight"], w["weight_scale"]
         group = k // groups
         for dname in w["dtypes"]:
@@ -169,7 +178,7 @@ def w4a16_rows(quick: bool) -> list[dict]:
             compiled = harness.compiled(peer)
             row = harness.measure(w["name"], f"{m}x{n}x{k}/g{group}", dtype, nbytes, n_sets, {
                 "ours": lambda i: (lambda: ops.gemm_w4_a16_fwd(Xs[i], Ws[i], Ss[i], Zs[i], group_size=group,
-                                                                target="nvrtc")),
+                                                                target=target)),
                 "eager": lambda i: (lambda: peer(Xs[i], Ws[i], Ss[i], Zs[i])),
                 "compile": lambda i: (lambda: compiled(Xs[i], Ws[i], Ss[i], Zs[i])),
                 "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
@@ -209,7 +218,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true", help="the first few workloads only")
     ap.add_argument("--target", default="cublaslt", help="the tileops target timed as 'ours'")
-    ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmFp8FwdOp/block,GemmW4A16FwdOp",
+    ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmFp8FwdOp/block,GemmW4A16FwdOp,"
+                                     "GemmW4A16FwdOp/prefill",
                     help="the op classes whose rows are timed (comma-separated)")
     args = ap.parse_args()
     tileops.load()
@@ -217,7 +227,8 @@ def main():
               "BmmFwdOp": lambda: bmm_rows(args.target, args.quick),
               "GemmFp8FwdOp": lambda: fp8_rows(args.target, args.quick),
               "GemmFp8FwdOp/block": lambda: fp8_block_rows(args.quick),
-              "GemmW4A16FwdOp": lambda: w4a16_rows(args.quick)}
+              "GemmW4A16FwdOp": lambda: w4a16_rows(args.quick),
+              "GemmW4A16FwdOp/prefill": lambda: w4a16_rows(args.quick, prefill=True)}
     rows = {name: tables[name]() if name in args.ops.split(",") else [] for name in tables}
     host = host_rows(args.target) if "GemmFwdOp" in args.ops.split(",") else {}
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
@@ -227,6 +238,8 @@ def main():
     print_rows(f"GemmFp8FwdOp per-tensor (target {args.target}) beside torch._scaled_mm", rows["GemmFp8FwdOp"])
     print_rows("GemmFp8FwdOp per-128-block (target nvrtc) beside the float32 formula", rows["GemmFp8FwdOp/block"])
     print_rows("GemmW4A16FwdOp decode (target nvrtc) beside dequantize + torch.matmul", rows["GemmW4A16FwdOp"])
+    print_rows("GemmW4A16FwdOp prefill (target cublaslt) beside dequantize + torch.matmul",
+               rows["GemmW4A16FwdOp/prefill"])
     print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
 
 
