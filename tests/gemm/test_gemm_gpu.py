@@ -131,3 +131,25 @@ def test_cublaslt_fp8_per_tensor_equals_scaled_mm(mnk, bias_dtype):
                                scale_a, scale_b, None)
     err = (d.double() - want).abs()
     assert (err <= 2.0 ** -8 * want.abs() + 2.0 ** -8 * terms + 1e-3).all(), float((err / terms).max())
+
+
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("runs", range(3))
+@pytest.mark.parametrize("nk", [(8, 33), (5, 130), (256, 512)])
+def test_cublaslt_grouped_gemm_matches_float64_per_run(transpose_b, dtype, runs, nk):
+    # target="cublaslt": one cuBLASLt GEMM a run of rows; rows no group covers are zeros
+    from gemm.test_gemm_extras import RUNS, float64_runs, within_one_rounding
+    sizes, offsets, rows = RUNS[runs]
+    n, k = nk
+    a = torch.randn(rows, k).to(dtype)
+    b = (torch.randn(sizes.numel(), n, k) if transpose_b else torch.randn(sizes.numel(), k, n)).to(dtype)
+    out = ops.gemm_grouped_gemm_fwd(a.cuda(), b.cuda(), sizes.cuda(), offsets.cuda(), None, transpose_b=transpose_b,
+                                    target="cublaslt")
+    want, terms = float64_runs(a, b, sizes, offsets, transpose_b)
+    assert within_one_rounding(out.cpu(), want, terms, dtype)
+    covered = torch.zeros(rows, dtype=torch.bool)
+    for s, o in zip(sizes.tolist(), offsets.tolist()):
+        covered[o:o + s] = s > 0
+    assert out.cpu()[~covered].eq(0).all()

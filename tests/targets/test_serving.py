@@ -75,5 +75,7 @@ def test_gemm_and_fp8_gemm_are_served_by_cublaslt():
         # GemmFp8FwdOp's nvrtc kernel (block scales on tensor cores) waits for its GPU run
         pending = ["nvrtc"] if cls == "GemmFp8FwdOp" else []
         assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": pending}, cls
-    # cuBLASLt's W4A16 for prefill sizes (the weight dequantised, one GEMM) waits for its GPU run
-    assert [p for p in tileops.pending() if p[1] == "cublaslt"] == [("GemmW4A16FwdOp", "cublaslt")]
+    # cuBLASLt's W4A16 for prefill sizes (the weight dequantised, one GEMM) and its grouped GEMM (one
+    # GEMM a run of rows) wait for their GPU run
+    assert sorted(p for p in tileops.pending() if p[1] == "cublaslt") == [("GemmW4A16FwdOp", "cublaslt"),
+                                                                          ("GroupedGemmFwdOp", "cublaslt")]

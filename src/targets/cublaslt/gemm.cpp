@@ -1,6 +1,6 @@
-// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp (and GemmW4A16FwdOp, pending: its weight dequantised first) on the
-// cublaslt target: one cublasLtMatmul per call, planned once per (dtypes, layout flags, operand
-// alignments, batch, M, N, K, device) when the kernel is built.
+// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp (and, pending, GemmW4A16FwdOp with its weight dequantised first
+// and GroupedGemmFwdOp a run of rows at a time) on the cublaslt target: one cublasLtMatmul per
+// product, planned once per (dtypes, layout flags, operand alignments, batch, M, N, K, device).
 //
 // cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
 // d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
@@ -11,13 +11,16 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "targets/builtin.h"
 #include "targets/cublaslt/cublaslt_library.h"
 #include "targets/reference/gemm_fp8.h"
+#include "targets/reference/gemm_grouped.h"
 #include "targets/reference/gemm_w4a16.h"
 #include "tileops_generated/ops.h"
 
@@ -28,6 +31,7 @@ namespace gemm = tileops::ops::gemm_fwd;
 namespace bmm = tileops::ops::gemm_bmm_fwd;
 namespace fp8 = tileops::ops::gemm_fp8_fwd;
 namespace w4a16 = tileops::ops::gemm_w4_a16_fwd;
+namespace grouped = tileops::ops::gemm_grouped_gemm_fwd;
 
 // The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
 // kernels only for what the pointers allow, and its default assumption is 256.
@@ -222,6 +226,47 @@ class LtW4A16 final : public Kernel {
   LtMatmul gemm_;
 };
 
+// GroupedGemmFwdOp: the runs of rows read on the host (as the reference does), then one cuBLASLt GEMM
+// a run, a[run] by b[g]; rows no group covers are zeroed. Each run's (rows, alignments) is planned
+// once and kept with the kernel.
+class LtGroupedGemm final : public Kernel {
+ public:
+  LtGroupedGemm(const Product& p, c10::DeviceIndex device) : p_(p), device_(device) {}
+  void launch(const OpCall& call) const override {
+    const grouped::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    at::Tensor out = v.output();
+    std::vector<reference::GroupRun> runs =
+        reference::group_runs(call.op_name, v.batch_sizes(), v.batch_offsets(), a.size(0));
+    std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    int64_t next = 0;  // the first row not yet written
+    for (const reference::GroupRun& r : runs) {
+      if (r.first > next) out.narrow(0, next, r.first - next).zero_();
+      next = r.first + r.rows;
+      const at::Tensor ar = a.narrow(0, r.first, r.rows), br = b[r.group], dr = out.narrow(0, r.first, r.rows);
+      Product q = p_;
+      q.m = r.rows, q.align_a = align_log2(ar), q.align_b = align_log2(br), q.align_d = align_log2(dr);
+      const std::array<at::Tensor, 2> operands{ar, br};
+      const std::array<at::Tensor, 1> d{dr};
+      product(q).launch(OpCall{call.op_id, call.op_name, call.device, operands, d, {}});
+    }
+    if (out.size(0) > next) out.narrow(0, next, out.size(0) - next).zero_();
+  }
+
+ private:
+  const LtMatmul& product(const Product& q) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<LtMatmul>& slot = plans_[{q.m, q.align_a, q.align_b, q.align_d}];
+    if (!slot) slot = std::make_unique<LtMatmul>(grouped::kName, q, device_);
+    return *slot;
+  }
+
+  Product p_;  // rows and alignments per run
+  c10::DeviceIndex device_;
+  mutable std::mutex mu_;
+  mutable std::map<std::array<int64_t, 4>, std::unique_ptr<LtMatmul>> plans_;
+};
+
 template <class IdentityFn>
 KernelBuilder lt_builder(const char* op, const char* stem, IdentityFn identity) {
   KernelBuilder b;
@@ -287,7 +332,23 @@ KernelBuilder gemm_w4a16_fwd_builder() {
   return b;
 }
 
+// One kernel a (dtype, layout, N, K): the runs' rows and alignments are planned inside it.
+KernelBuilder grouped_gemm_fwd_builder() {
+  KernelBuilder b = lt_builder(grouped::kName, "grouped_gemm_fwd", [](const OpCall& call) {
+    const grouped::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    const bool tb = v.transpose_b();
+    TORCH_CHECK(!v.transpose_a(), call.op_name, ": target 'cublaslt' takes transpose_a=False only");
+    return Product{a.scalar_type(), false, tb, 8, 8, 8, 1, 0, b.size(tb ? 1 : 2), b.size(tb ? 2 : 1)};
+  });
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    return std::make_shared<LtGroupedGemm>(Product::from(key), call.device.index());
+  };
+  return b;
+}
+
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
 TILEOPS_PENDING_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);

@@ -14,6 +14,7 @@
 
 #include "targets/builtin.h"
 #include "targets/reference/gemm_fp8.h"
+#include "targets/reference/gemm_grouped.h"
 #include "targets/reference/gemm_w4a16.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
@@ -91,33 +92,6 @@ class BmmFp8NKReference final : public Kernel {
   }
 };
 
-struct GroupRun {
-  int64_t group, first, rows;
-};
-
-// The groups' runs of rows [first, first + rows) from batch_sizes and batch_offsets (size 0: no run,
-// whatever the offset), each checked to be non-negative and inside a's `total` rows, no two sharing
-// a row. Sorting by first row finds an overlap between neighbours.
-std::vector<GroupRun> group_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets, int64_t total) {
-  const std::vector<int64_t> size = host_values(op, "batch_sizes", sizes), first = host_values(op, "batch_offsets", offsets);
-  std::vector<GroupRun> runs;
-  for (size_t g = 0; g < size.size(); ++g) {
-    TORCH_CHECK_VALUE(size[g] >= 0, op, ": 'batch_sizes' must be non-negative, got ", size[g], " for group ", g);
-    if (size[g] == 0) continue;
-    TORCH_CHECK_VALUE(first[g] >= 0 && first[g] + size[g] <= total, op, ": group ", g, "'s rows [", first[g], ", ",
-                      first[g] + size[g], ") ('batch_offsets', 'batch_sizes') must lie inside a's ", total, " rows");
-    runs.push_back({static_cast<int64_t>(g), first[g], size[g]});
-  }
-  std::vector<GroupRun> by_row = runs;
-  std::sort(by_row.begin(), by_row.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
-  for (size_t i = 1; i < by_row.size(); ++i) {
-    const GroupRun &lo = by_row[i - 1], &hi = by_row[i];
-    TORCH_CHECK_VALUE(hi.first >= lo.first + lo.rows, op, ": groups ", lo.group, " and ", hi.group,
-                      " share row ", hi.first, " ('batch_offsets', 'batch_sizes'); runs must not overlap");
-  }
-  return runs;
-}
-
 // NT / NN: each run of a's rows times its group's b[g] (b[g].T when stored [N, K]) in float32, the
 // rows no group covers zeros, one rounding into the output. batch_padded_offsets is not read.
 class GroupedGemmReference final : public Kernel {
@@ -166,6 +140,27 @@ KernelBuilder w4a16_fwd_builder() { return stateless_builder<GemmW4A16Reference>
 TILEOPS_BUILTIN_KERNEL(reference, GemmW4A16FwdOp, w4a16_fwd_builder);
 
 }  // namespace
+
+// Sorting the runs by first row finds an overlap between neighbours.
+std::vector<GroupRun> group_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets, int64_t total) {
+  const std::vector<int64_t> size = host_values(op, "batch_sizes", sizes), first = host_values(op, "batch_offsets", offsets);
+  std::vector<GroupRun> runs;
+  for (size_t g = 0; g < size.size(); ++g) {
+    TORCH_CHECK_VALUE(size[g] >= 0, op, ": 'batch_sizes' must be non-negative, got ", size[g], " for group ", g);
+    if (size[g] == 0) continue;
+    TORCH_CHECK_VALUE(first[g] >= 0 && first[g] + size[g] <= total, op, ": group ", g, "'s rows [", first[g], ", ",
+                      first[g] + size[g], ") ('batch_offsets', 'batch_sizes') must lie inside a's ", total, " rows");
+    runs.push_back({static_cast<int64_t>(g), first[g], size[g]});
+  }
+  std::vector<GroupRun> by_row = runs;
+  std::sort(by_row.begin(), by_row.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
+  for (size_t i = 1; i < by_row.size(); ++i) {
+    const GroupRun &lo = by_row[i - 1], &hi = by_row[i];
+    TORCH_CHECK_VALUE(hi.first >= lo.first + lo.rows, op, ": groups ", lo.group, " and ", hi.group,
+                      " share row ", hi.first, " ('batch_offsets', 'batch_sizes'); runs must not overlap");
+  }
+  return runs;
+}
 
 // Float32 throughout: per-tensor scales multiply the product, per-block ones the operands (the same
 // sum of block products times their scales, up to float32 rounding); one rounding into d.
