@@ -34,7 +34,8 @@ def layouts(entry, wl):
     def tensor(name, shape, dtype):
         return harness.random_tensor(shape, torch.bool if fixed[name] == "bool" else dtype)
 
-    out = [(wl["name"], lambda dt: [tensor(n, tuple(wl[n]), dt) for n in names])]
+    # an optional input the workload leaves out (ClampFwdOp's min-only row) is passed as None
+    out = [(wl["name"], lambda dt: [tensor(n, tuple(wl[n]), dt) if n in wl else None for n in names])]
     # The layouts choose the engine's path, not the op's expression: a few binary ops show them.
     if entry["class"] in LAYOUT_OPS and wl["name"] == entry["workloads"][0]["name"]:
         a, b = names
@@ -65,14 +66,15 @@ def rows_for(entry, quick: bool) -> list[dict]:
                 torch.cuda.synchronize()
                 first_ms = (time.perf_counter() - t0) * 1e3
                 compiled_now = tileops.counters()["nvrtc_compiles"] > compiles
-                bytes_per_call = sum(a.numel() * a.element_size() for a in args0) + y0.numel() * y0.element_size()
+                given = [a for a in args0 if a is not None]
+                bytes_per_call = sum(a.numel() * a.element_size() for a in given) + y0.numel() * y0.element_size()
                 n_sets = harness.n_sets_for(bytes_per_call)
                 sets = [args0] + [make(dtype) for _ in range(n_sets - 1)]
                 half = bytes_per_call // 2  # a copy of half the bytes reads and writes them all
                 srcs = [torch.empty(half, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
                 dsts = [torch.empty(half, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
                 compiled = harness.compiled(lambda *a: ref(*a, **params))
-                shape = "+".join("x".join(map(str, a.shape)) or "()" for a in args0)
+                shape = "+".join("x".join(map(str, a.shape)) or "()" for a in given)
                 rows.append(harness.measure(label, shape, dtype, bytes_per_call, n_sets, {
                     "ours": lambda i: (lambda: op(*sets[i], **params)),
                     "eager": lambda i: (lambda: ref(*sets[i], **params)),
