@@ -189,6 +189,49 @@ def w4a16_rows(quick: bool, prefill: bool = False) -> list[dict]:
     return rows
 
 
+def grouped_rows(quick: bool) -> list[dict]:
+    """GroupedGemmFwdOp on the cublaslt target beside a loop of torch.matmul over the groups (what a
+    user writes with the sizes on the host). The op reads its sizes on the host, so the row is timed on
+    the stream (host time included), not in a CUDA graph. Sizes: an even split and a skewed one."""
+    rows = []
+    for w in harness.manifest_workloads("gemm", "GroupedGemmFwdOp")[: 1 if quick else None]:
+        (s, k), (g, b1, b2) = w["a"], w["b"]
+        tb = w.get("params", {}).get("transpose_b", True)
+        n = b1 if tb else b2
+        skew = [max(0, int(s * 0.5 ** (i + 1))) for i in range(g)]
+        skew[0] += s - sum(skew)
+        for split, sizes in (("even", [s // g] * g), ("skewed", skew)):
+            offsets = [sum(sizes[:i]) for i in range(g)]
+            sz = torch.tensor(sizes, dtype=torch.int32, device="cuda")
+            off = torch.tensor(offsets, dtype=torch.int32, device="cuda")
+            for dname in w["dtypes"][:1] if quick else w["dtypes"]:
+                dtype = harness.DTYPES[dname]
+                nbytes = (s * k + g * b1 * b2 + s * n) * dtype.itemsize
+                n_sets = 2
+                As = [torch.randn(s, k, device="cuda", dtype=dtype) for _ in range(n_sets)]
+                Bs = [torch.randn(g, b1, b2, device="cuda", dtype=dtype) for _ in range(n_sets)]
+                flat = [torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8) for _ in range(n_sets)]
+                flat2 = [torch.empty_like(f) for f in flat]
+
+                def loop(a, b):
+                    out = torch.empty(s, n, device="cuda", dtype=dtype)
+                    for i, (o, r) in enumerate(zip(offsets, sizes)):
+                        if r:
+                            torch.matmul(a[o:o + r], b[i].t() if tb else b[i], out=out[o:o + r])
+                    return out
+
+                row = harness.measure(f"{w['name']}-{split}", f"{s}x{n}x{k}/g{g}", dtype, nbytes, n_sets, {
+                    "ours": lambda i: (lambda: ops.gemm_grouped_gemm_fwd(As[i], Bs[i], sz, off, None,
+                                                                         transpose_b=tb, target="cublaslt")),
+                    "eager": lambda i: (lambda: loop(As[i], Bs[i])),
+                    "copy": lambda i: (lambda: flat2[i].copy_(flat[i])),
+                }, timer=harness.stream_time_us)
+                row["op"], row["tflops"] = "GroupedGemmFwdOp", 2 * s * n * k / (row["ours_us"] * 1e-6) / 1e12
+                rows.append(row)
+                del As, Bs, flat, flat2
+    return rows
+
+
 def host_rows(target: str) -> dict:
     """Host µs per call of a tiny cached GEMM (the GPU time is negligible): ours against torch.matmul."""
     a = torch.randn(8, 64, device="cuda", dtype=torch.bfloat16)
@@ -219,7 +262,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the first few workloads only")
     ap.add_argument("--target", default="cublaslt", help="the tileops target timed as 'ours'")
     ap.add_argument("--ops", default="GemmFwdOp,BmmFwdOp,GemmFp8FwdOp,GemmFp8FwdOp/block,GemmW4A16FwdOp,"
-                                     "GemmW4A16FwdOp/prefill",
+                                     "GemmW4A16FwdOp/prefill,GroupedGemmFwdOp",
                     help="the op classes whose rows are timed (comma-separated)")
     args = ap.parse_args()
     tileops.load()
@@ -228,7 +271,8 @@ def main():
               "GemmFp8FwdOp": lambda: fp8_rows(args.target, args.quick),
               "GemmFp8FwdOp/block": lambda: fp8_block_rows(args.quick),
               "GemmW4A16FwdOp": lambda: w4a16_rows(args.quick),
-              "GemmW4A16FwdOp/prefill": lambda: w4a16_rows(args.quick, prefill=True)}
+              "GemmW4A16FwdOp/prefill": lambda: w4a16_rows(args.quick, prefill=True),
+              "GroupedGemmFwdOp": lambda: grouped_rows(args.quick)}
     rows = {name: tables[name]() if name in args.ops.split(",") else [] for name in tables}
     host = host_rows(args.target) if "GemmFwdOp" in args.ops.split(",") else {}
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
@@ -240,6 +284,8 @@ def main():
     print_rows("GemmW4A16FwdOp decode (target nvrtc) beside dequantize + torch.matmul", rows["GemmW4A16FwdOp"])
     print_rows("GemmW4A16FwdOp prefill (target cublaslt) beside dequantize + torch.matmul",
                rows["GemmW4A16FwdOp/prefill"])
+    print_rows("GroupedGemmFwdOp (target cublaslt) beside a loop of torch.matmul; timed on the stream",
+               rows["GroupedGemmFwdOp"])
     print("\nhost µs per call, tiny bf16 GEMM: " + ", ".join(f"{k} {v:.2f}" for k, v in host.items()))
 
 

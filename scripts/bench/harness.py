@@ -62,6 +62,25 @@ def graph_time_us(make_call, n_sets: int, k: int = 20, reps: int = 15) -> float:
     return statistics.median(times)
 
 
+def stream_time_us(make_call, n_sets: int, k: int = 20, reps: int = 15) -> float:
+    """Median µs per call of make_call(i) run K times (rotating sets) on the stream, between two
+    events: for calls that read values on the host and so cannot be captured (host time included)."""
+    calls = [make_call(i % n_sets) for i in range(k)]
+    for c in calls[:n_sets]:
+        c()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for c in calls:
+            c()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1000 / k)
+    return statistics.median(times)
+
+
 PEERS = ("eager", "compile", "flashinfer", "liger")
 
 
@@ -74,13 +93,14 @@ def compiled(fn, **kwargs):
 
 
 def measure(workload: str, shape_desc: str, dtype: torch.dtype, bytes_per_call: int, n_sets: int,
-            factories: dict) -> dict:
+            factories: dict, timer=graph_time_us) -> dict:
     """Times each factory ('ours', 'eager', 'compile', 'copy' expected; 'flashinfer' and 'liger'
-    where that library has the op, see peers.py) and derives the ratios."""
+    where that library has the op, see peers.py) with `timer` (stream_time_us for a row whose op
+    reads on the host) and derives the ratios."""
     row = {"workload": workload, "shape": shape_desc, "dtype": str(dtype).replace("torch.", "")}
     for label, make in factories.items():
         try:
-            row[label + "_us"] = graph_time_us(make, n_sets)
+            row[label + "_us"] = timer(make, n_sets)
         except Exception as e:
             # A peer library that refuses this shape, or a torch call that cannot be captured into a
             # CUDA graph (it synchronises), gets no cell, not a failed run.
