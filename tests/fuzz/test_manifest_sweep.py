@@ -11,6 +11,8 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
   - meta inputs give the real call's shapes and dtypes (the generated Meta kernel) and build nothing;
   - a size two tensor dims share by name (`D` in q [B, H, D] and k [B, N_kv, H_kv, D]), grown by one
     in one of them, is refused naming the operator;
+  - a size that only one tensor dim names, changed by one so that a shape rule relating it to other
+    sizes by an expression turns false, is refused naming the operator and the rule;
   - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
     naming the operator and the rule;
   - where the entry's ref_api is a torch function taking the op's arguments in schema order (85 of the
@@ -173,6 +175,79 @@ def test_a_shared_dim_that_disagrees_is_refused(op_class):
         msg = str(info.value)
         names = [o["name"] for o in entry["operators"]]
         assert any(f"tileops::{n}" in msg for n in names), f"{sym} of input {i} grown: {msg}"
+
+
+def _rule_dims():
+    """(op class, rule, input position, dim, new size) for each shape rule relating sizes by an
+    expression ('C_in == C_in_g * groups', 'routes == T * top_k', 'H % H_kv == 0'): a dim the rule
+    names by a symbol no other tensor dim shares, grown or shrunk by one so that the rule, evaluated
+    in Python on the contract row's sizes and params, turns false."""
+    import glob
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "scripts"))
+    from codegen.__main__ import load_ops
+    out = []
+    for mop in load_ops(glob.glob(os.path.join(root, "manifests", "*.yaml")), root):
+        if mop.cls not in CONTRACT:
+            continue
+        op, inputs, entry = call(mop.cls)
+        names = _symbols(op, entry, inputs)
+        where = {}
+        for (i, d), sym in names.items():
+            where.setdefault(sym, []).append((i, d))
+        params = {p["name"] for p in entry["params"]}
+        free = {sym: w[0] for sym, w in where.items() if len(w) == 1 and sym.isidentifier() and sym not in params}
+        position = {spec["name"]: i for i, spec in tensor_inputs(entry, inputs)}
+        env = {p["name"]: getattr(op, p["name"], None) for p in entry["params"]}
+        env.update({sym: inputs[i].shape[d] for sym, (i, d) in free.items()})
+        env.update(select=lambda c, a, b: a if c else b, ndim=lambda t: t.dim(),
+                   given=lambda v: v is not None, **{n: inputs[i] for n, i in position.items() if n not in env})
+        def broken_by(binding):  # the op's rules that the binding makes false (those Python can read)
+            out = []
+            for r in mop.rules:
+                try:
+                    if not eval(r.text, {}, binding):
+                        out.append(r.text)
+                except Exception:  # noqa: BLE001
+                    pass
+            return tuple(out)
+
+        for rule in mop.rules:
+            syms = [t for t in re.findall(r"[A-Za-z_]\w*", rule.text) if t in free]
+            try:
+                if not syms or not eval(rule.text, {}, dict(env)):
+                    continue
+            except Exception:  # noqa: BLE001 - a rule Python cannot read as written is left to the per-op tests
+                continue
+            for sym in dict.fromkeys(syms):
+                i, d = free[sym]
+                for size in (env[sym] + 1, env[sym] - 1):
+                    try:
+                        broken = size >= 1 and not eval(rule.text, {}, {**env, sym: size})
+                    except Exception:  # noqa: BLE001 - the other side of an 'or' names what Python lacks
+                        broken = False
+                    if broken:
+                        out.append(pytest.param(mop.cls, broken_by({**env, sym: size}), i, d, size,
+                                                id=f"{mop.cls}-{rule.text}-{sym}"))
+                        break
+    return out
+
+
+@pytest.mark.parametrize("op_class,rules,i,d,size", _rule_dims())
+def test_a_size_that_breaks_an_expression_rule_is_refused_naming_it(op_class, rules, i, d, size):
+    op, inputs, entry = call(op_class)
+    bad = fresh(inputs)
+    t = bad[i]
+    shape = list(t.shape)
+    shape[d] = size
+    keep = min(size, t.shape[d])
+    grown = torch.zeros(shape, dtype=t.dtype)
+    grown.narrow(d, 0, keep).copy_(t.narrow(d, 0, keep))
+    bad[i] = grown
+    msg = refusal(op, bad, entry)
+    assert any(r in msg for r in rules), f"refused naming none of the rules it breaks {rules}: {msg}"
 
 
 @pytest.mark.parametrize("op_class", CLASSES)
