@@ -236,11 +236,9 @@ class LtGroupedGemm final : public Kernel {
     const grouped::View v(call);
     const at::Tensor &a = v.a(), &b = v.b();
     at::Tensor out = v.output();
-    std::vector<reference::GroupRun> runs =
-        reference::group_runs(call.op_name, v.batch_sizes(), v.batch_offsets(), a.size(0));
-    std::sort(runs.begin(), runs.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    int64_t next = 0;  // the first row not yet written
-    for (const reference::GroupRun& r : runs) {
+    int64_t next = 0;  // the first row not yet written; the runs come in row order
+    for (const reference::GroupRun& r :
+         reference::group_runs(call.op_name, v.batch_sizes(), v.batch_offsets(), a.size(0))) {
       if (r.first > next) out.narrow(0, next, r.first - next).zero_();
       next = r.first + r.rows;
       const at::Tensor ar = a.narrow(0, r.first, r.rows), br = b[r.group], dr = out.narrow(0, r.first, r.rows);

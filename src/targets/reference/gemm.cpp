@@ -141,7 +141,7 @@ TILEOPS_BUILTIN_KERNEL(reference, GemmW4A16FwdOp, w4a16_fwd_builder);
 
 }  // namespace
 
-// Sorting the runs by first row finds an overlap between neighbours.
+// Sorted by first row, an overlap is between neighbours.
 std::vector<GroupRun> group_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets, int64_t total) {
   const std::vector<int64_t> size = host_values(op, "batch_sizes", sizes), first = host_values(op, "batch_offsets", offsets);
   std::vector<GroupRun> runs;
@@ -152,10 +152,9 @@ std::vector<GroupRun> group_runs(const char* op, const at::Tensor& sizes, const 
                       first[g] + size[g], ") ('batch_offsets', 'batch_sizes') must lie inside a's ", total, " rows");
     runs.push_back({static_cast<int64_t>(g), first[g], size[g]});
   }
-  std::vector<GroupRun> by_row = runs;
-  std::sort(by_row.begin(), by_row.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
-  for (size_t i = 1; i < by_row.size(); ++i) {
-    const GroupRun &lo = by_row[i - 1], &hi = by_row[i];
+  std::sort(runs.begin(), runs.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const GroupRun &lo = runs[i - 1], &hi = runs[i];
     TORCH_CHECK_VALUE(hi.first >= lo.first + lo.rows, op, ": groups ", lo.group, " and ", hi.group,
                       " share row ", hi.first, " ('batch_offsets', 'batch_sizes'); runs must not overlap");
   }
