@@ -1,5 +1,6 @@
 // MultiHeadLatentAttentionDecodeWithKVCacheFwdOp on the nvrtc target (what serves CUDA; the latent
-// dims its plan leaves out run through the reference's ATen formula): the plan, mla_decode_fwd's launch (+ decode_merge when the cache is split).
+// dims its plan leaves out run through the reference's ATen formula): the plan, mla_decode_fwd's
+// launch (+ decode_merge when the cache is split).
 #include "targets/nvrtc/attention/mla_decode.h"
 
 #include <ATen/core/Tensor.h>
