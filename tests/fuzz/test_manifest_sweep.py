@@ -177,21 +177,24 @@ def test_a_shared_dim_that_disagrees_is_refused(op_class):
         assert any(f"tileops::{n}" in msg for n in names), f"{sym} of input {i} grown: {msg}"
 
 
-def _rule_dims():
-    """(op class, rule, input position, dim, new size) for each shape rule relating sizes by an
-    expression ('C_in == C_in_g * groups', 'routes == T * top_k', 'H % H_kv == 0'): a dim the rule
-    names by a symbol no other tensor dim shares, grown or shrunk by one so that the rule, evaluated
-    in Python on the contract row's sizes and params, turns false."""
+def _contract_manifest_ops():
+    """The code generator's model of every manifest entry that has a contract row (its rules parsed)."""
     import glob
     import os
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, os.path.join(root, "scripts"))
     from codegen.__main__ import load_ops
+    return [op for op in load_ops(glob.glob(os.path.join(root, "manifests", "*.yaml")), root) if op.cls in CONTRACT]
+
+
+def _rule_dims():
+    """(op class, the rules the change breaks, input position, dim, new size) for each shape rule
+    relating sizes by an expression ('C_in == C_in_g * groups', 'routes == T * top_k', 'H % H_kv ==
+    0'): a dim the rule names by a symbol no other tensor dim shares, grown or shrunk by one so that
+    the rule, evaluated in Python on the contract row's sizes and params, turns false."""
     out = []
-    for mop in load_ops(glob.glob(os.path.join(root, "manifests", "*.yaml")), root):
-        if mop.cls not in CONTRACT:
-            continue
+    for mop in _contract_manifest_ops():
         op, inputs, entry = call(mop.cls)
         names = _symbols(op, entry, inputs)
         where = {}
@@ -306,18 +309,9 @@ def test_meta_inputs_give_the_real_shapes_and_build_nothing(op_class, counters):
 def _bound_rules():
     """(op class, rule, param, value breaking it) for every shape rule that bounds one param by a number
     ('0 < base', 'topk > 0', 'eps >= 0'), read from the manifests through the code generator's model."""
-    import glob
-    import os
-    import re
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    sys.path.insert(0, os.path.join(root, "scripts"))
-    from codegen.__main__ import load_ops
     flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
     out = []
-    for op in load_ops(glob.glob(os.path.join(root, "manifests", "*.yaml")), root):
-        if op.cls not in CONTRACT:
-            continue
+    for op in _contract_manifest_ops():
         params = {p.name: p for p in op.params}
         for rule in op.rules:
             m = re.fullmatch(r"\s*(-?[\d.]+|[A-Za-z_]\w*)\s*(<=|>=|<|>|!=|==)\s*(-?[\d.]+|[A-Za-z_]\w*)\s*", rule.text)
