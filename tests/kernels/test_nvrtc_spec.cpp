@@ -338,7 +338,6 @@ TEST(SpecIdentity, EveryFieldCountsInEqualityAndHash) {
            [](auto& s) { s.compute = c10::kDouble; }, [](auto& s) { s.rank = 2; }, [](auto& s) { s.vec = 2; },
            [](auto& s) { s.one[1] = true; }, [](auto& s) { s.aligned[0] = true; },
            [](auto& s) { s.staged[1] = true; }, [](auto& s) { s.index64 = true; }, [](auto& s) { s.variant = 1; },
-           [](auto& s) { s.aten = true; },
            [](auto& s) { s.unroll = 4; }, [](auto& s) { s.cta_threads = 256; },
            [](auto& s) { s.arch = "sm_80"; }});
 

@@ -27,7 +27,6 @@ struct Tuning {
   int act_ctas_per_sm = 0;           // elementwise activations: grid cap, CTAs an SM
   int ew_unroll = 0;                 // elementwise contiguous loop: vector steps a thread in flight
   int ew_threads = 0;                // elementwise contiguous loop: most threads a CTA
-  int ew_given_kernels = 0;          // 1: elementwise cases leaving optional inputs out run their kernels
   int norm_bwd_plain_reduce = 0;     // 1: the norm backward reduction is not a dependent launch (tests)
   int pool_max_outputs = 0;          // max pools with a fixed window (pool_fwd): outputs a thread, 1 or 2
   int reduce_cols_warps = 0;         // dim reductions over columns: warps a CTA

@@ -75,7 +75,6 @@
 #include <utility>
 
 #include "targets/builtin.h"
-#include "targets/reference/elementwise.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/elementwise.h"
 
@@ -214,12 +213,6 @@ const std::unordered_map<std::string_view, RefFn>& refs() {
   return m;
 }
 
-const elementwise::EwOp* entry_of(const OpCall& call) {
-  for (const auto& e : elementwise::kOps)
-    if (e.op_id == call.op_id) return &e;
-  return nullptr;
-}
-
 class EwReference final : public Kernel {
  public:
   explicit EwReference(RefFn f) : f_(f) {}
@@ -257,11 +250,5 @@ void register_all(std::integer_sequence<int, I...>) {
 }();
 
 }  // namespace
-
-void elementwise_aten(const OpCall& call) {
-  const elementwise::EwOp* e = entry_of(call);
-  TORCH_CHECK(e != nullptr && refs().count(e->cls), call.op_name, ": no ATen form of this elementwise entry");
-  call.outputs[0].copy_(refs().at(e->cls)(call.inputs, Ps(call.params)));
-}
 
 }  // namespace tileops::reference

@@ -14,7 +14,6 @@
 
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
-#include "targets/reference/elementwise.h"
 
 namespace tileops::nvrtc {
 
@@ -350,7 +349,6 @@ struct EwFamily {
   Problem problem(const OpCall& call) const { return ew_problem(index, call); }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return plan_elementwise(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
-    if (s.aten) return function_kernel(&reference::elementwise_aten);
     return std::make_shared<EwKernel>(std::move(k[0]), s, dev.sm_count);
   }
 };
@@ -428,9 +426,6 @@ bool plan_tiled(const EwOp& e, const OpCall& call, const EwLayout& l, EwProblem&
 EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t) {
   EwSpec s = q;
   s.arch = dev.arch;
-  const EwOp& e = kOps[s.op];
-  // A case that leaves optional inputs out has no GPU-verified kernel yet: ATen serves it.
-  s.aten = e.case_given[s.variant] >= 0 && e.case_given[s.variant] != (1 << e.n_in) - 1 && !t.ew_given_kernels;
   if (s.rank == 0 && t.ew_unroll) s.unroll = t.ew_unroll;
   if (s.rank == 0 && t.ew_threads) s.cta_threads = t.ew_threads;
   return s;

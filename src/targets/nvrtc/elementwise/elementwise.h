@@ -71,13 +71,12 @@ struct EwSpec {
   bool index64 = false;
   int variant = 0;  // the expression case the op's select param, or its optional inputs given, chose
                     // (elementwise::EwOp::case_exprs)
-  bool aten = false;  // served by ATen: a case that leaves optional inputs out, until its kernel is verified
   // Contiguous path: steps of VEC a thread in flight, and the most threads a CTA.
   int unroll = kEwUnroll;
   int cta_threads = kEwContiguousThreads;
   std::string arch;
 
-  TILEOPS_IDENTITY(EwSpec, op, in, out, compute, rank, vec, one, aligned, staged, index64, variant, aten, unroll,
+  TILEOPS_IDENTITY(EwSpec, op, in, out, compute, rank, vec, one, aligned, staged, index64, variant, unroll,
                    cta_threads, arch)
   std::string name() const;
   std::vector<jit::KernelSource> sources() const;
@@ -100,7 +99,7 @@ int ew_contiguous_threads(int64_t vecs, int sms, int max_threads = kEwContiguous
 // The problem of a call of op `index` (tests build problems from plain values instead).
 EwProblem ew_problem(int index, const OpCall& call);
 // The spec of a problem on a device: its arch, and TILEOPS_TUNE's ew_unroll and ew_threads for the
-// contiguous loop; a case that leaves optional inputs out runs on ATen unless ew_given_kernels=1.
+// contiguous loop.
 EwSpec plan_elementwise(const EwProblem& q, const DeviceFacts& dev, const Tuning& t = {});
 
 }  // namespace tileops::nvrtc
