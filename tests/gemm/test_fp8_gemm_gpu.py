@@ -8,7 +8,7 @@ import torch
 import tileops
 from support.fp8_oracle import fp8_blocks_float64
 
-pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
+pytestmark = pytest.mark.gpu
 tileops.load()
 ops = torch.ops.tileops
 E4M3 = torch.float8_e4m3fn
@@ -82,3 +82,10 @@ def test_per_tensor_scales_are_declined_to_cublaslt():
     a, b, sa, sb = inputs(200, 1000, 1024, "tensor", "tensor", seed=2)
     want = ops.gemm_fp8_fwd(a, b, sa, sb, None, target="cublaslt")
     assert torch.equal(ops.gemm_fp8_fwd(a, b, sa, sb, None, target="nvrtc"), want)
+    assert torch.equal(ops.gemm_fp8_fwd(a, b, sa, sb, None), want)  # the default, nvrtc, declines too
+
+
+def test_block_scales_run_on_the_nvrtc_kernel_by_default():
+    a, b, sa, sb = inputs(200, 1000, 1024, "block", "block", seed=3)
+    assert torch.equal(ops.gemm_fp8_fwd(a, b, sa, sb, None), ops.gemm_fp8_fwd(a, b, sa, sb, None, target="nvrtc"))
+    assert not torch.equal(ops.gemm_fp8_fwd(a, b, sa, sb, None), ops.gemm_fp8_fwd(a, b, sa, sb, None, target="reference"))

@@ -1,7 +1,8 @@
 """GemmW4A16FwdOp's decode kernel on the nvrtc target (src/kernels/gemm/w4a16_fwd.cuh), on a CUDA GPU:
 against a float64 product of the op's 16-bit weights for every row tile, odd N and K, groups of 32 to
 256, both dtypes; equal shapes of the manifest's decode workloads against the reference target; the
-shapes the kernel leaves to ATen; CUDA graph capture after a warm call."""
+shapes the kernel declines (cuBLASLt after a dequantising pass, whose rounding is checked bit for bit);
+CUDA graph capture after a warm call."""
 import pytest
 import torch
 
@@ -60,7 +61,7 @@ def test_decode_workloads_against_the_reference(dtype, m, n, k):
 
 
 @pytest.mark.parametrize("m,k,group", [(65, 256, 128), (2, 200, 40), (2, 256, 16), (3, 0, 128)])
-def test_shapes_the_kernel_leaves_to_aten(m, k, group):
+def test_shapes_the_kernel_declines(m, k, group):
     x, q, packed, scale, zero = inputs(m, 24, k, group, torch.float16)
     out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group)
     assert_one_rounding(out, *float64_product(x, q, scale, zero, group, torch.float16), torch.float16)
@@ -89,14 +90,37 @@ def test_cuda_graph_replay():
     assert_one_rounding(out, *float64_product(x2, q2, scale2, zero2, 128, torch.float16), torch.float16)
 
 
-@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("m,n,k,group", [(65, 40, 96, 32), (200, 300, 1024, 128), (1024, 1024, 640, 64),
-                                         (3, 16, 128, 128), (5, 8, 0, 32)])
+                                         (3, 16, 128, 128), (5, 8, 0, 32),
+                                         (66, 24, 204, 12), (70, 24, 256, 4)])  # ATen dequantises these
 def test_cublaslt_dequantises_then_one_gemm(dtype, m, n, k, group):
-    # target="cublaslt": the weight rounded as the op defines, then cuBLASLt's float32 sums, any M
+    # target="cublaslt": the weight rounded as the op defines (the NVRTC dequantising kernel where K and
+    # group_size are multiples of 8), then cuBLASLt's float32 sums, any M
     x, q, packed, scale, zero = inputs(m, n, k, group, dtype, seed=4)
     out = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=group, target="cublaslt")
     want, terms = float64_product(x, q, scale, zero, group, dtype)
     assert out.shape == (m, n) and out.dtype == dtype
     assert_one_rounding(out, want, terms, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cublaslt_dequantising_kernel_rounds_as_the_reference(dtype):
+    # K = 8: each output is one product, so the GEMM adds nothing and the rounding of w shows as is; an
+    # unaligned packed weight view takes the ATen path, same answer
+    x = torch.eye(8, device="cuda", dtype=dtype)
+    _, q, packed, scale, zero = inputs(8, 300, 8, 8, dtype, seed=6)
+    zero[::3] = 200  # zero points beyond 15: |q - zero| up to 200 is exact in both dtypes
+    want = ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=8, target="reference")
+    assert torch.equal(ops.gemm_w4_a16_fwd(x, packed, scale, zero, group_size=8, target="cublaslt"), want)
+    buf = torch.empty(packed.numel() + 1, device="cuda", dtype=torch.uint8)
+    pv = buf[1:].view_as(packed)
+    pv.copy_(packed)
+    assert torch.equal(ops.gemm_w4_a16_fwd(x, pv, scale, zero, group_size=8, target="cublaslt"), want)
+
+
+def test_prefill_rows_run_on_cublaslt_by_default():
+    x, q, packed, scale, zero = inputs(200, 256, 512, 128, torch.float16, seed=7)
+    got = ops.gemm_w4_a16_fwd(x, packed, scale, zero)
+    assert torch.equal(got, ops.gemm_w4_a16_fwd(x, packed, scale, zero, target="cublaslt"))
+    assert_one_rounding(got, *float64_product(x, q, scale, zero, 128, torch.float16), torch.float16)

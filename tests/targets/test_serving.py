@@ -27,7 +27,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp", "FP8LightningIndexerFwdOp"}
 
 
-CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp", "GemmFp8FwdOp"}
+CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
@@ -68,13 +68,13 @@ def test_ops_md_says_what_the_registry_says():
             assert rows[e["class"]] == (e["serving"]["cpu"], cuda), e["class"]
 
 
-def test_gemm_and_fp8_gemm_are_served_by_cublaslt():
+def test_gemm_is_served_by_cublaslt_and_fp8_gemm_by_nvrtc():
     serving = {e["class"]: e["serving"] for e in tileops.op_table()}
     for cls in sorted(CUBLASLT_ON_CUDA):
-        # GemmFp8FwdOp's nvrtc kernel (block scales on tensor cores) waits for its GPU run
-        pending = ["nvrtc"] if cls == "GemmFp8FwdOp" else []
-        assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": pending}, cls
-    # cuBLASLt's W4A16 for prefill sizes (the weight dequantised, one GEMM) and its grouped GEMM (one
-    # GEMM a run of rows) wait for their GPU run
-    assert sorted(p for p in tileops.pending() if p[1] == "cublaslt") == [("GemmW4A16FwdOp", "cublaslt"),
-                                                                          ("GroupedGemmFwdOp", "cublaslt")]
+        assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": []}, cls
+    # block scales on nvrtc's tensor-core kernel; it declines per-tensor ones to cuBLASLt, a backstop
+    assert serving["GemmFp8FwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}
+    # W4A16: nvrtc's decode kernel, declining prefill sizes to cuBLASLt (one dequantising pass, one GEMM)
+    assert serving["GemmW4A16FwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}
+    # cuBLASLt's grouped GEMM (one GEMM a run of rows) waits for its GPU run
+    assert sorted(p for p in tileops.pending() if p[1] == "cublaslt") == [("GroupedGemmFwdOp", "cublaslt")]

@@ -1,11 +1,13 @@
-// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp (and, pending, GemmW4A16FwdOp with its weight dequantised first
-// and GroupedGemmFwdOp a run of rows at a time) on the cublaslt target: one cublasLtMatmul per
-// product, planned once per (dtypes, layout flags, operand alignments, batch, M, N, K, device).
+// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel)
+// and, pending, GroupedGemmFwdOp (a run of rows at a time) on the cublaslt target: one
+// cublasLtMatmul per product, planned once per (dtypes, layout flags, operand alignments, batch, M, N,
+// K, device).
 //
 // cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
 // d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
 // trans_b/trans_a become its TRANSA/TRANSB, and no operand is ever copied or transposed.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
@@ -14,11 +16,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "targets/builtin.h"
 #include "targets/cublaslt/cublaslt_library.h"
+#include "targets/nvrtc/gemm/w4a16.h"
+#include "targets/nvrtc/nvrtc_target.h"
 #include "targets/reference/gemm_fp8.h"
 #include "targets/reference/gemm_grouped.h"
 #include "targets/reference/gemm_w4a16.h"
@@ -210,20 +215,46 @@ class LtMatmul final : public Kernel {
   mutable std::mutex mu_;  // FP8 calls: their pointers in the shared descriptor
 };
 
-// GemmW4A16FwdOp beyond decode sizes: the weight dequantised to the activation's dtype (the op's own
-// rounding, in ATen, once a call), then one cuBLASLt GEMM with float32 sums, a [M, K] by w [N, K].
+// GemmW4A16FwdOp beyond decode sizes: the weight dequantised to the activation's dtype once a call
+// (the op's own rounding: one pass of the NVRTC kernel src/kernels/gemm/w4a16_dequant.cuh where the
+// weight is its shape, else the reference's ATen formula; Product::aten), then one cuBLASLt GEMM with
+// float32 sums, a [M, K] by w [N, K].
 class LtW4A16 final : public Kernel {
  public:
-  LtW4A16(const Product& p, c10::DeviceIndex device) : gemm_(w4a16::kName, p, device) {}
+  LtW4A16(const Product& p, c10::DeviceIndex device) : gemm_(w4a16::kName, with_gemm(p), device) {
+    if (!p.aten) dequant_ = nvrtc::load(nvrtc::w4a16_dequant_source(p.dtype, nvrtc::device_info(device).arch), device);
+  }
   void launch(const OpCall& call) const override {
     const w4a16::View v(call);
-    const std::array<at::Tensor, 2> operands{v.activation(), reference::w4a16_dequantized_weight(call)};
+    const std::array<at::Tensor, 2> operands{v.activation(), dequantized(call, v)};
     const std::array<at::Tensor, 1> out{v.output()};
     gemm_.launch(OpCall{call.op_id, call.op_name, call.device, operands, out, {}});
   }
 
  private:
+  static Product with_gemm(Product p) {
+    p.aten = false;  // the GEMM is cuBLASLt's either way
+    return p;
+  }
+  at::Tensor dequantized(const OpCall& call, const w4a16::View& v) const {
+    if (!dequant_) return reference::w4a16_dequantized_weight(call);
+    const at::Tensor& packed = v.packed_weight();
+    at::Tensor w = at::empty({packed.size(0), v.activation().size(1)}, v.activation().options());
+    long long words = w.numel() / 8;
+    if (words == 0) return w;
+    const void *wp = packed.const_data_ptr(), *sp = v.weight_scale().const_data_ptr(),
+               *zp = v.weight_zero().const_data_ptr();
+    void* op = w.mutable_data_ptr();
+    int k = static_cast<int>(w.size(1)), group = static_cast<int>(v.group_size()),
+        groups = static_cast<int>(v.weight_scale().size(1));
+    void* args[] = {&wp, &sp, &zp, &op, &words, &k, &group, &groups};
+    nvrtc::launch(*dequant_, static_cast<unsigned>((words + nvrtc::kW4A16DequantThreads - 1) / nvrtc::kW4A16DequantThreads),
+                  nvrtc::kW4A16DequantThreads, 0, args);
+    return w;
+  }
+
   LtMatmul gemm_;
+  std::optional<nvrtc::LoadedKernel> dequant_;
 };
 
 // GroupedGemmFwdOp: the runs of rows read on the host (as the reference does), then one cuBLASLt GEMM
@@ -317,15 +348,26 @@ KernelBuilder gemm_fp8_fwd_builder() {
 }
 
 // The dequantised weight is a fresh allocation: 256-byte aligned (log2 8) whatever the inputs' offsets.
+// Product::aten: the weight is dequantised by ATen (a shape the NVRTC dequantising kernel does not take).
 KernelBuilder gemm_w4a16_fwd_builder() {
   KernelBuilder b = lt_builder(w4a16::kName, "gemm_w4a16_fwd", [](const OpCall& call) {
     const w4a16::View v(call);
-    const at::Tensor& x = v.activation();
-    return Product{x.scalar_type(), false, true, align_log2(x), 8, align_log2(v.output()), 1,
-                   x.size(0), v.packed_weight().size(0), x.size(1)};
+    const at::Tensor &x = v.activation(), &packed = v.packed_weight();
+    Product p{x.scalar_type(), false, true, align_log2(x), 8, align_log2(v.output()), 1,
+              x.size(0), packed.size(0), x.size(1)};
+    const int sm = nvrtc::device_info(call.device.index()).sm();
+    p.aten = !nvrtc::w4a16_dequant_applies(p.dtype, p.k, v.group_size(), align_log2(packed) >= 2, sm) || p.k > 0x7fffffffLL ||
+             p.n * p.k / 8 > 0x7fffffffLL * nvrtc::kW4A16DequantThreads;  // the grid's x limit
+    return p;
   });
   b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
     return std::make_shared<LtW4A16>(Product::from(key), call.device.index());
+  };
+  b.describe = [](const BuildKey& key) {
+    const Product p = Product::from(key);
+    Product g = p;
+    g.aten = false;
+    return g.describe("gemm_w4a16_fwd") + (p.aten ? " after ATen's dequantisation" : " after w4a16_dequant (NVRTC)");
   };
   return b;
 }
@@ -347,7 +389,7 @@ KernelBuilder grouped_gemm_fwd_builder() {
 
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
 TILEOPS_PENDING_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
-TILEOPS_PENDING_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
 

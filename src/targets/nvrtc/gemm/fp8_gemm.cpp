@@ -1,5 +1,5 @@
-// GemmFp8FwdOp on the nvrtc target (pending: cuBLASLt and the reference serve CUDA by default): block
-// and mixed scales on its kernel, per-tensor ones declined to cuBLASLt.
+// GemmFp8FwdOp on the nvrtc target: block and mixed scales on its kernel (sm_89+), per-tensor ones
+// declined to cuBLASLt.
 #include "targets/nvrtc/gemm/fp8_gemm.h"
 
 #include <ATen/core/Tensor.h>
@@ -97,6 +97,6 @@ std::string Fp8GemmSpec::describe() const {
          ", stages=" + std::to_string(stages) + ")";
 }
 
-TILEOPS_PENDING_KERNEL(nvrtc, GemmFp8FwdOp, fp8_gemm_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, GemmFp8FwdOp, fp8_gemm_builder);
 
 }  // namespace tileops::nvrtc

@@ -1,5 +1,5 @@
-// GemmW4A16FwdOp on the nvrtc target (what serves CUDA; above 64 activation rows the reference's ATen
-// formula runs).
+// GemmW4A16FwdOp on the nvrtc target: its decode kernel for up to 64 activation rows; the rest it
+// declines to the backstops (cuBLASLt after one dequantising pass).
 #include "targets/nvrtc/gemm/w4a16.h"
 
 #include <ATen/core/Tensor.h>
@@ -9,7 +9,6 @@
 
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
-#include "targets/reference/gemm_w4a16.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::nvrtc {
@@ -52,7 +51,7 @@ struct W4A16Family {
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return w4a16_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo&) const {
-    if (s.m_tiles == 0) return function_kernel(&reference::gemm_w4a16_fwd_aten);
+    if (s.m_tiles == 0) return declined_kernel();
     return std::make_shared<W4A16Kernel>(std::move(k[0]), s.warps);
   }
 };
@@ -74,6 +73,15 @@ W4A16Spec w4a16_plan(const W4A16Problem& q, const DeviceFacts& dev) {
   return {q.dtype, q.m_tiles, kW4A16Warps, dev.arch};
 }
 
+bool w4a16_dequant_applies(c10::ScalarType dtype, int64_t k, int64_t group_size, bool aligned, int sm) {
+  return (dtype == c10::kHalf || dtype == c10::kBFloat16) && k % 8 == 0 && group_size % 8 == 0 && aligned && sm >= 80;
+}
+
+jit::KernelSource w4a16_dequant_source(c10::ScalarType dtype, const std::string& arch) {
+  return make_source(std::string("w4a16_dequant__") + short_type_name(dtype) + "__" + arch, "gemm/w4a16_dequant.cuh",
+                     std::string("tileops::w4a16_dequant<") + kernel_type_name(dtype) + ">", arch);
+}
+
 std::vector<jit::KernelSource> W4A16Spec::sources() const {
   if (m_tiles == 0) return {};
   const std::string name = std::string("w4a16_fwd__") + short_type_name(dtype) + "__mt" + std::to_string(m_tiles) +
@@ -84,7 +92,7 @@ std::vector<jit::KernelSource> W4A16Spec::sources() const {
 }
 
 std::string W4A16Spec::describe() const {
-  if (m_tiles == 0) return "gemm_w4a16_fwd (ATen)";
+  if (m_tiles == 0) return "gemm_w4a16_fwd (not a decode shape: declined to the backstops)";
   return std::string("w4a16_fwd(dtype=") + short_type_name(dtype) + ", rows<=" + std::to_string(8 * m_tiles) +
          ", warps=" + std::to_string(warps) + ")";
 }
