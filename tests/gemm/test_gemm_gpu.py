@@ -133,7 +133,6 @@ def test_cublaslt_fp8_per_tensor_equals_scaled_mm(mnk, bias_dtype):
     assert (err <= 2.0 ** -8 * want.abs() + 2.0 ** -8 * terms + 1e-3).all(), float((err / terms).max())
 
 
-@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("transpose_b", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("runs", range(3))

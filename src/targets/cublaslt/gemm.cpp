@@ -1,5 +1,5 @@
 // GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel)
-// and, pending, GroupedGemmFwdOp (a run of rows at a time) on the cublaslt target: one
+// and GroupedGemmFwdOp (a run of rows at a time) on the cublaslt target: one
 // cublasLtMatmul per product, planned once per (dtypes, layout flags, operand alignments, batch, M, N,
 // K, device).
 //
@@ -388,7 +388,7 @@ KernelBuilder grouped_gemm_fwd_builder() {
 }
 
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
-TILEOPS_PENDING_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
