@@ -44,7 +44,7 @@ fi
 
 if [ -z "${SKIP_CTEST:-}" ]; then
   step "ctest"
-  (cd build && ctest --output-on-failure >"$OUT/ctest.log" 2>&1) || status=1
+  (cd build && ctest --output-on-failure -j"$(nproc)" >"$OUT/ctest.log" 2>&1) || status=1
   grep -E "tests passed|tests failed|FAILED|Failed" "$OUT/ctest.log" | head -20
 fi
 
