@@ -16,7 +16,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
                      "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
-                     "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
+                     "FusedMoEExpertsNopadPersistent3WGFwdOp",
                      "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
                      "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp", "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
                      "BmmFp8KNFwdOp", "BmmFp8NKFwdOp",
@@ -27,7 +27,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp", "FP8LightningIndexerFwdOp"}
 
 
-CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp", "GroupedGemmFwdOp"}
+CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp", "GroupedGemmFwdOp", "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():

@@ -1,5 +1,6 @@
-// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel)
-// and GroupedGemmFwdOp (a run of rows at a time) on the cublaslt target: one
+// GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel),
+// GroupedGemmFwdOp (a run of rows at a time) and MoE's grouped GEMM and gate-up projection (a run an
+// expert) on the cublaslt target: one
 // cublasLtMatmul per product, planned once per (dtypes, layout flags, operand alignments, batch, M, N,
 // K, device).
 //
@@ -27,6 +28,7 @@
 #include "targets/reference/gemm_fp8.h"
 #include "targets/reference/gemm_grouped.h"
 #include "targets/reference/gemm_w4a16.h"
+#include "targets/reference/moe_runs.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::cublaslt {
@@ -37,6 +39,8 @@ namespace bmm = tileops::ops::gemm_bmm_fwd;
 namespace fp8 = tileops::ops::gemm_fp8_fwd;
 namespace w4a16 = tileops::ops::gemm_w4_a16_fwd;
 namespace grouped = tileops::ops::gemm_grouped_gemm_fwd;
+namespace moe_grouped = tileops::ops::moe_grouped_gemm_nopad_fwd;
+namespace moe_gate_up = tileops::ops::moe_gate_up_fwd;
 
 // The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
 // kernels only for what the pointers allow, and its default assumption is 256.
@@ -257,19 +261,16 @@ class LtW4A16 final : public Kernel {
   std::optional<nvrtc::LoadedKernel> dequant_;
 };
 
-// GroupedGemmFwdOp: the runs of rows read on the host (as the reference does), then one cuBLASLt GEMM
-// a run, a[run] by b[g]; rows no group covers are zeroed. Each run's (rows, alignments) is planned
-// once and kept with the kernel.
-class LtGroupedGemm final : public Kernel {
+// Runs of rows read on the host (as the reference does), in row order, then one cuBLASLt GEMM a run:
+// out[run] = a[run] @ op(b[group]); rows no run covers are zeroed. Each run's (rows, alignments) is
+// planned once and kept.
+class LtRuns {
  public:
-  LtGroupedGemm(const Product& p, c10::DeviceIndex device) : p_(p), device_(device) {}
-  void launch(const OpCall& call) const override {
-    const grouped::View v(call);
-    const at::Tensor &a = v.a(), &b = v.b();
-    at::Tensor out = v.output();
-    int64_t next = 0;  // the first row not yet written; the runs come in row order
-    for (const reference::GroupRun& r :
-         reference::group_runs(call.op_name, v.batch_sizes(), v.batch_offsets(), a.size(0))) {
+  LtRuns(const char* op, const Product& p, c10::DeviceIndex device) : op_(op), p_(p), device_(device) {}
+  void launch(const OpCall& call, const std::vector<reference::GroupRun>& runs, const at::Tensor& a,
+              const at::Tensor& b, at::Tensor out) const {
+    int64_t next = 0;  // the first row not yet written
+    for (const reference::GroupRun& r : runs) {
       if (r.first > next) out.narrow(0, next, r.first - next).zero_();
       next = r.first + r.rows;
       const at::Tensor ar = a.narrow(0, r.first, r.rows), br = b[r.group], dr = out.narrow(0, r.first, r.rows);
@@ -286,14 +287,61 @@ class LtGroupedGemm final : public Kernel {
   const LtMatmul& product(const Product& q) const {
     std::lock_guard<std::mutex> lock(mu_);
     std::unique_ptr<LtMatmul>& slot = plans_[{q.m, q.align_a, q.align_b, q.align_d}];
-    if (!slot) slot = std::make_unique<LtMatmul>(grouped::kName, q, device_);
+    if (!slot) slot = std::make_unique<LtMatmul>(op_, q, device_);
     return *slot;
   }
 
+  const char* op_;
   Product p_;  // rows and alignments per run
   c10::DeviceIndex device_;
   mutable std::mutex mu_;
   mutable std::map<std::array<int64_t, 4>, std::unique_ptr<LtMatmul>> plans_;
+};
+
+// GroupedGemmFwdOp: a run of rows a group.
+class LtGroupedGemm final : public Kernel {
+ public:
+  LtGroupedGemm(const Product& p, c10::DeviceIndex device) : runs_(grouped::kName, p, device) {}
+  void launch(const OpCall& call) const override {
+    const grouped::View v(call);
+    runs_.launch(call, reference::group_runs(call.op_name, v.batch_sizes(), v.batch_offsets(), v.a().size(0)), v.a(),
+                 v.b(), v.output());
+  }
+
+ private:
+  LtRuns runs_;
+};
+
+// MoeGroupedGemmNopadFwdOp: a run of rows an expert, c[run] = a[run] @ b[e].T.
+class LtMoeGroupedGemm final : public Kernel {
+ public:
+  LtMoeGroupedGemm(const Product& p, c10::DeviceIndex device) : runs_(moe_grouped::kName, p, device) {}
+  void launch(const OpCall& call) const override {
+    const moe_grouped::View v(call);
+    runs_.launch(call, reference::expert_runs(call.op_name, v.true_sizes(), v.true_offsets(), v.a().size(0)), v.a(),
+                 v.b(), v.c());
+  }
+
+ private:
+  LtRuns runs_;
+};
+
+// MoeGateUpFwdOp: the gate and up projections of each run into float32 (cuBLASLt writes its float32
+// sums unrounded), then the gated activation in float32, rounded once into c (the reference's formula).
+class LtMoeGateUp final : public Kernel {
+ public:
+  LtMoeGateUp(const Product& p, c10::DeviceIndex device) : runs_(moe_gate_up::kName, p, device) {}
+  void launch(const OpCall& call) const override {
+    const moe_gate_up::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    at::Tensor both = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
+    runs_.launch(call, reference::expert_runs(call.op_name, v.true_sizes(), v.true_offsets(), a.size(0)), a, b, both);
+    at::Tensor c = v.c();
+    c.copy_(reference::gated(both, v.activation()));
+  }
+
+ private:
+  LtRuns runs_;
 };
 
 template <class IdentityFn>
@@ -387,11 +435,34 @@ KernelBuilder grouped_gemm_fwd_builder() {
   return b;
 }
 
+// MoE's runs: b is [E, n, k] (b[e].T), one kernel a (dtype, n, k); gate-up's output is float32.
+template <class K>
+KernelBuilder expert_runs_builder(const char* op, const char* stem, c10::ScalarType out) {
+  KernelBuilder b = lt_builder(op, stem, [out](const OpCall& call) {
+    const at::Tensor &a = call.inputs[0], &b = call.inputs[1];
+    const c10::ScalarType d = out == c10::ScalarType::Undefined ? a.scalar_type() : out;
+    return Product{a.scalar_type(), false, true, 8, 8, 8, 1, 0, b.size(1), b.size(2), d};
+  });
+  b.build = [](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    return std::make_shared<K>(Product::from(key), call.device.index());
+  };
+  return b;
+}
+KernelBuilder moe_grouped_gemm_builder() {
+  return expert_runs_builder<LtMoeGroupedGemm>(moe_grouped::kName, "moe_grouped_gemm_nopad_fwd",
+                                               c10::ScalarType::Undefined);
+}
+KernelBuilder moe_gate_up_builder() {
+  return expert_runs_builder<LtMoeGateUp>(moe_gate_up::kName, "moe_gate_up_fwd", c10::kFloat);
+}
+
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
+TILEOPS_BUILTIN_KERNEL(cublaslt, MoeGroupedGemmNopadFwdOp, moe_grouped_gemm_builder);
+TILEOPS_BUILTIN_KERNEL(cublaslt, MoeGateUpFwdOp, moe_gate_up_builder);
 
 }  // namespace
 }  // namespace tileops::cublaslt

@@ -14,12 +14,14 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "targets/builtin.h"
+#include "targets/reference/moe_runs.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 
@@ -155,38 +157,13 @@ class UnpermuteReference final : public Kernel {
   }
 };
 
-struct Run {
-  int64_t expert, offset, size;
-};
-
-// Each routed expert's run of rows [offset, offset + size), checked to lie inside the `rows` rows
-// and not to overlap another.
-std::vector<Run> expert_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets,
-                                                     int64_t rows) {
-  const std::vector<int64_t> size = host_values(op, "true_sizes", sizes), off = host_values(op, "true_offsets", offsets);
-  std::vector<Run> runs;
-  std::vector<char> taken(rows, 0);
-  for (size_t e = 0; e < size.size(); ++e) {
-    TORCH_CHECK_VALUE(size[e] >= 0, op, ": 'true_sizes' must be non-negative, got ", size[e], " for expert ", e);
-    if (size[e] == 0) continue;
-    TORCH_CHECK_VALUE(off[e] >= 0 && off[e] + size[e] <= rows, op, ": expert ", e, "'s rows [", off[e], ", ",
-                      off[e] + size[e], ") ('true_offsets', 'true_sizes') must lie inside a's ", rows, " rows");
-    for (int64_t r = off[e]; r < off[e] + size[e]; ++r) {
-      TORCH_CHECK_VALUE(!taken[r], op, ": expert runs must not overlap; row ", r, " is in two ('true_offsets', 'true_sizes')");
-      taken[r] = 1;
-    }
-    runs.push_back({static_cast<int64_t>(e), off[e], size[e]});
-  }
-  return runs;
-}
-
 // a [numel, k] per expert run times b[e]^T in float32 -> [numel, n] float32, zeros where no run is.
 at::Tensor grouped_products(const char* op, const at::Tensor& a, const at::Tensor& b, const at::Tensor& sizes,
                             const at::Tensor& offsets) {
   at::Tensor out = at::zeros({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
-  for (const Run& r : expert_runs(op, sizes, offsets, a.size(0)))
-    out.narrow(0, r.offset, r.size)
-        .copy_(at::matmul(a.narrow(0, r.offset, r.size).to(at::kFloat), b[r.expert].to(at::kFloat).t()));
+  for (const GroupRun& r : expert_runs(op, sizes, offsets, a.size(0)))
+    out.narrow(0, r.first, r.rows)
+        .copy_(at::matmul(a.narrow(0, r.first, r.rows).to(at::kFloat), b[r.group].to(at::kFloat).t()));
   return out;
 }
 
@@ -198,14 +175,6 @@ class GroupedGemmReference final : public Kernel {
     c.copy_(grouped_products(call.op_name, v.a(), v.b(), v.true_sizes(), v.true_offsets()));
   }
 };
-
-// act(gate) * up of float32 [rows, 2 * ffn] (gate first): silu or the erf GELU.
-at::Tensor gated(const at::Tensor& both, std::string_view activation) {
-  const int64_t ffn = both.size(1) / 2;
-  const at::Tensor gate = both.narrow(1, 0, ffn), up = both.narrow(1, ffn, ffn);
-  const at::Tensor act = activation == "silu_and_mul" ? gate * at::sigmoid(gate) : gate * 0.5 * (1 + at::erf(gate * M_SQRT1_2));
-  return act * up;
-}
 
 class GateUpReference final : public Kernel {
  public:
@@ -290,4 +259,31 @@ TILEOPS_BUILTIN_KERNEL(reference, FusedMoEExpertsNopadPersistent3WGFwdOp, fused_
 TILEOPS_BUILTIN_KERNEL(reference, FusedMoeFwdOp, fused_moe_builder);
 
 }  // namespace
+
+std::vector<GroupRun> expert_runs(const char* op, const at::Tensor& sizes, const at::Tensor& offsets, int64_t rows) {
+  const std::vector<int64_t> size = host_values(op, "true_sizes", sizes), off = host_values(op, "true_offsets", offsets);
+  std::vector<GroupRun> runs;
+  std::vector<char> taken(rows, 0);
+  for (size_t e = 0; e < size.size(); ++e) {
+    TORCH_CHECK_VALUE(size[e] >= 0, op, ": 'true_sizes' must be non-negative, got ", size[e], " for expert ", e);
+    if (size[e] == 0) continue;
+    TORCH_CHECK_VALUE(off[e] >= 0 && off[e] + size[e] <= rows, op, ": expert ", e, "'s rows [", off[e], ", ",
+                      off[e] + size[e], ") ('true_offsets', 'true_sizes') must lie inside a's ", rows, " rows");
+    for (int64_t r = off[e]; r < off[e] + size[e]; ++r) {
+      TORCH_CHECK_VALUE(!taken[r], op, ": expert runs must not overlap; row ", r, " is in two ('true_offsets', 'true_sizes')");
+      taken[r] = 1;
+    }
+    runs.push_back({static_cast<int64_t>(e), off[e], size[e]});
+  }
+  std::sort(runs.begin(), runs.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
+  return runs;
+}
+
+at::Tensor gated(const at::Tensor& both, std::string_view activation) {
+  const int64_t ffn = both.size(1) / 2;
+  const at::Tensor gate = both.narrow(1, 0, ffn), up = both.narrow(1, ffn, ffn);
+  const at::Tensor act = activation == "silu_and_mul" ? gate * at::sigmoid(gate) : gate * 0.5 * (1 + at::erf(gate * M_SQRT1_2));
+  return act * up;
+}
+
 }  // namespace tileops::reference

@@ -1,0 +1,85 @@
+"""MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the cublaslt target (what serves CUDA: one cuBLASLt
+GEMM an expert's run of rows), on a CUDA GPU, against float64 formulas written here: runs out of expert order,
+rows no expert covers (zeros), empty experts, odd n and k, both 16-bit dtypes and both activations."""
+import math
+
+import pytest
+import torch
+
+import tileops
+
+pytestmark = pytest.mark.gpu
+tileops.load()
+ops = torch.ops.tileops
+HALF_ULP = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+# (sizes, offsets, rows): back to back; out of expert order with rows 5 and 10 uncovered and an empty
+# expert whose offset lies past the rows; one row
+RUNS = [([3, 0, 1, 4], [0, 3, 3, 4], 8), ([3, 0, 5, 1], [6, 99, 0, 9], 11), ([1], [0], 1)]
+
+
+def inputs(runs, n, k, dtype, seed):
+    sizes, offsets, rows = runs
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(rows, k, generator=g).to(dtype)
+    b = (torch.randn(len(sizes), n, k, generator=g) / math.sqrt(max(k, 1))).to(dtype)
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    return a, b, i32(sizes), i32(offsets)
+
+
+def float64_runs(a, b, sizes, offsets):
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+    terms = torch.zeros_like(out)
+    for e in range(b.shape[0]):
+        lo, n = int(offsets[e]), int(sizes[e])
+        out[lo:lo + n] = a[lo:lo + n].double() @ b[e].double().T
+        terms[lo:lo + n] = a[lo:lo + n].double().abs() @ b[e].double().abs().T
+    return out, terms
+
+
+def cuda(*ts):
+    return [t.cuda() for t in ts]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("runs", RUNS)
+@pytest.mark.parametrize("n,k", [(8, 33), (5, 130), (256, 512)])
+def test_grouped_gemm_matches_float64_per_run(dtype, runs, n, k):
+    a, b, sizes, offsets = inputs(runs, n, k, dtype, seed=1)
+    c = ops.moe_grouped_gemm_nopad_fwd(*cuda(a, b, sizes, offsets), target="cublaslt").cpu()
+    want, terms = float64_runs(a, b, sizes, offsets)
+    assert ((c.double() - want).abs() <= HALF_ULP[dtype] * want.abs() + 1e-6 * terms + 1e-6).all()
+    covered = torch.zeros(a.shape[0], dtype=torch.bool)
+    for s, o in zip(sizes.tolist(), offsets.tolist()):
+        covered[o:o + s] = s > 0
+    assert c[~covered].eq(0).all()
+
+
+@pytest.mark.parametrize("activation", ["silu_and_mul", "gelu_and_mul"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("runs", RUNS)
+@pytest.mark.parametrize("ffn,k", [(4, 33), (64, 256)])
+def test_gate_up_matches_float64_with_one_rounding(activation, dtype, runs, ffn, k):
+    a, b, sizes, offsets = inputs(runs, 2 * ffn, k, dtype, seed=2)
+    c = ops.moe_gate_up_fwd(*cuda(a, b, sizes, offsets), activation=activation, target="cublaslt").cpu()
+    both, terms = float64_runs(a, b, sizes, offsets)
+    gate, up = both[:, :ffn], both[:, ffn:]
+    act = gate * torch.sigmoid(gate) if activation == "silu_and_mul" else gate * 0.5 * (1 + torch.erf(gate / math.sqrt(2)))
+    want = act * up
+    # float32 sums (1e-6 of their terms) carried through act(gate) * up (|act'| <= 1.13), float32
+    # arithmetic after, one rounding into dtype
+    carried = 1e-6 * (1.13 * terms[:, :ffn] * up.abs() + terms[:, ffn:] * act.abs())
+    assert ((c.double() - want).abs() <= HALF_ULP[dtype] * want.abs() + carried + 1e-6 * want.abs() + 1e-7).all()
+
+
+def test_the_reference_and_cublaslt_agree_on_a_deepseek_sized_decode_step():
+    # 64 experts of 7168 -> 2 x 256, 512 routed rows unevenly spread
+    g = torch.Generator().manual_seed(3)
+    sizes = torch.multinomial(torch.ones(64), 512, replacement=True, generator=g).bincount(minlength=64).int()
+    offsets = (sizes.cumsum(0) - sizes).int()
+    a = torch.randn(512, 7168, generator=g).bfloat16().cuda()
+    b = (torch.randn(64, 512, 7168, generator=g) / 85).bfloat16().cuda()
+    args = (a, b, sizes.cuda(), offsets.cuda())
+    got = ops.moe_gate_up_fwd(*args, target="cublaslt").float()
+    ref = ops.moe_gate_up_fwd(*args, target="reference").float()
+    assert ((got - ref).abs() <= 2 * 2.0 ** -8 * ref.abs() + 1e-4).all()
