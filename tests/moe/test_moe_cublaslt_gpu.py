@@ -83,3 +83,47 @@ def test_the_reference_and_cublaslt_agree_on_a_deepseek_sized_decode_step():
     got = ops.moe_gate_up_fwd(*args, target="cublaslt").float()
     ref = ops.moe_gate_up_fwd(*args, target="reference").float()
     assert ((got - ref).abs() <= 2 * 2.0 ** -8 * ref.abs() + 1e-4).all()
+
+
+# --- the nvrtc target's one-launch kernel (pending), the runs read on the device ------------------
+
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("runs", RUNS + [([70, 0, 130, 3], [3, 0, 73, 203], 206)])
+@pytest.mark.parametrize("n,k", [(8, 32), (200, 136), (256, 512)])
+def test_nvrtc_grouped_gemm_matches_float64_per_run(dtype, runs, n, k):
+    a, b, sizes, offsets = inputs(runs, n, k, dtype, seed=4)
+    c = ops.moe_grouped_gemm_nopad_fwd(*cuda(a, b, sizes, offsets), target="nvrtc").cpu()
+    want, terms = float64_runs(a, b, sizes, offsets)
+    assert ((c.double() - want).abs() <= HALF_ULP[dtype] * want.abs() + 1e-6 * terms + 1e-6).all()
+    covered = torch.zeros(a.shape[0], dtype=torch.bool)
+    for s, o in zip(sizes.tolist(), offsets.tolist()):
+        covered[o:o + s] = s > 0
+    assert c[~covered].eq(0).all()
+
+
+@pytest.mark.unverified_gpu
+def test_nvrtc_grouped_gemm_declines_odd_k_to_cublaslt():
+    a, b, sizes, offsets = inputs(RUNS[1], 24, 36, torch.bfloat16, seed=5)  # K % 8 != 0
+    args = cuda(a, b, sizes, offsets)
+    assert torch.equal(ops.moe_grouped_gemm_nopad_fwd(*args, target="nvrtc"),
+                       ops.moe_grouped_gemm_nopad_fwd(*args, target="cublaslt"))
+
+
+@pytest.mark.unverified_gpu
+def test_nvrtc_grouped_gemm_replays_in_a_cuda_graph_with_new_runs():
+    # the runs are read on the device: a graph captured once serves a later routing
+    a, b, sizes, offsets = inputs(([5, 0, 9], [0, 5, 5], 14), 64, 128, torch.bfloat16, seed=6)
+    a, b, sizes, offsets = cuda(a, b, sizes, offsets)
+    ops.moe_grouped_gemm_nopad_fwd(a, b, sizes, offsets, target="nvrtc")  # builds the kernel
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = ops.moe_grouped_gemm_nopad_fwd(a, b, sizes, offsets, target="nvrtc")
+    sizes.copy_(torch.tensor([2, 7, 3], dtype=torch.int32))
+    offsets.copy_(torch.tensor([12, 0, 8], dtype=torch.int32))  # rows 7 and 11 now uncovered
+    g.replay()
+    torch.cuda.synchronize()
+    want, terms = float64_runs(a.cpu(), b.cpu(), sizes.cpu(), offsets.cpu())
+    got = c.cpu().double()
+    assert ((got - want).abs() <= 2.0 ** -8 * want.abs() + 1e-6 * terms + 1e-6).all()
+    assert got[7].eq(0).all() and got[11].eq(0).all()

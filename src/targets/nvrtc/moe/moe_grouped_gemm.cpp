@@ -1,0 +1,96 @@
+// MoeGroupedGemmNopadFwdOp on the nvrtc target (pending: cuBLASLt serves CUDA by default).
+#include "targets/nvrtc/moe/moe_grouped_gemm.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+
+#include "targets/builtin.h"
+#include "targets/nvrtc/spec_builder.h"
+#include "tileops_generated/ops.h"
+
+namespace tileops::nvrtc {
+namespace {
+
+namespace op = tileops::ops::moe_grouped_gemm_nopad_fwd;
+
+class MoeGemmKernel final : public Kernel {
+ public:
+  MoeGemmKernel(LoadedKernel k, MoeGemmSpec s) : k_(std::move(k)), s_(std::move(s)) {}
+  void launch(const OpCall& call) const override {
+    const op::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b(), &c = v.c();
+    const int64_t numel = a.size(0), experts = b.size(0), n = b.size(1), k = a.size(1);
+    if (numel == 0 || n == 0) return;  // nothing to write
+    TORCH_CHECK(numel <= 0x7fffffffLL && n <= 0x7fffffffLL && k <= 0x7fffffffLL && experts * n * k <= 0x7fffffffffffLL,
+                call.op_name, ": numel, n and k must fit 32 bits for the nvrtc kernel");
+    const int64_t n_tiles = (n + kMoeGemmCols - 1) / kMoeGemmCols;
+    const int64_t slots = (numel + kMoeGemmRows - 1) / kMoeGemmRows + experts;  // a bound on the row tiles
+    TORCH_CHECK(slots * (n_tiles + 1) <= 0x7fffffffLL, call.op_name, ": too many tiles for one launch");
+    const void *ap = a.const_data_ptr(), *bp = b.const_data_ptr(), *sp = v.true_sizes().const_data_ptr(),
+               *op_ = v.true_offsets().const_data_ptr();
+    void* cp = c.mutable_data_ptr();
+    int M = static_cast<int>(numel), N = static_cast<int>(n), K = static_cast<int>(k), E = static_cast<int>(experts),
+        nt = static_cast<int>(n_tiles);
+    void* args[] = {&ap, &bp, &sp, &op_, &cp, &M, &N, &K, &E, &nt};
+    nvrtc::launch(k_, static_cast<unsigned>(slots * (n_tiles + 1)), kMoeGemmThreads,
+                  static_cast<unsigned>(moe_gemm_smem_bytes(s_.stages)), args);
+  }
+
+ private:
+  LoadedKernel k_;
+  MoeGemmSpec s_;
+};
+
+struct MoeGemmFamily {
+  using Problem = MoeGemmProblem;
+  using Spec = MoeGemmSpec;
+  Problem problem(const OpCall& call) const {
+    const op::View v(call);
+    const at::Tensor &a = v.a(), &b = v.b();
+    const bool aligned = access_width({a.const_data_ptr(), b.const_data_ptr()}, 1) == 16;
+    return {a.scalar_type(), moe_gemm_shape_ok(a.size(1), b.size(0), aligned)};
+  }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return moe_gemm_plan(q, dev); }
+  std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
+    if (!s.kernel()) return declined_kernel();
+    allow_dynamic_smem(k[0], moe_gemm_smem_bytes(s.stages), dev);
+    return std::make_shared<MoeGemmKernel>(std::move(k[0]), s);
+  }
+};
+
+KernelBuilder moe_gemm_builder() { return spec_builder(MoeGemmFamily{}); }
+
+}  // namespace
+
+int moe_gemm_smem_bytes(int stages) { return stages * (kMoeGemmRows + kMoeGemmCols) * 128; }
+
+bool moe_gemm_shape_ok(int64_t k, int64_t experts, bool aligned) {
+  return k % 8 == 0 && aligned && experts <= kMoeGemmMaxExperts;
+}
+
+MoeGemmSpec moe_gemm_plan(const MoeGemmProblem& q, const DeviceFacts& dev) {
+  // the m16n8k16 MMA and cp.async need sm_80
+  if (!q.shape_ok || dev.sm() < 80 || moe_gemm_smem_bytes(kMoeGemmStages) > dev.max_smem_optin) return {q.dtype, 0, ""};
+  return {q.dtype, kMoeGemmStages, dev.arch};
+}
+
+std::vector<jit::KernelSource> MoeGemmSpec::sources() const {
+  if (!kernel()) return {};
+  const std::string name = std::string("moe_grouped_gemm_fwd__") + short_type_name(dtype) + "__s" +
+                           std::to_string(stages) + "__" + arch;
+  const std::string expr = std::string("tileops::moe_grouped_gemm_fwd<") + kernel_type_name(dtype) + ", " +
+                           std::to_string(stages) + ">";
+  return {make_source(name, "moe/moe_grouped_gemm.cuh", expr, arch)};
+}
+
+std::string MoeGemmSpec::describe() const {
+  if (!kernel()) return "moe_grouped_gemm_nopad_fwd (declined to the backstops)";
+  return std::string("moe_grouped_gemm_fwd(dtype=") + short_type_name(dtype) + ", stages=" + std::to_string(stages) +
+         ", runs read on the device)";
+}
+
+TILEOPS_PENDING_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
+
+}  // namespace tileops::nvrtc

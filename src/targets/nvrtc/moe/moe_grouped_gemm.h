@@ -1,0 +1,41 @@
+// MoeGroupedGemmNopadFwdOp on the nvrtc target (pending): src/kernels/moe/moe_grouped_gemm.cuh, one
+// launch with the expert runs read on the device (capturable in a CUDA graph); calls it does not take
+// are declined to the backstops (cuBLASLt). The spec is the dtype and the pipeline's stages.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/nvrtc_target.h"
+
+namespace tileops::nvrtc {
+
+struct MoeGemmProblem {
+  c10::ScalarType dtype;
+  bool shape_ok;  // K % 8 == 0, 16-byte aligned a and b, at most kMoeGemmMaxExperts experts
+  TILEOPS_IDENTITY(MoeGemmProblem, dtype, shape_ok)
+};
+
+struct MoeGemmSpec {
+  c10::ScalarType dtype;
+  int stages;  // 0: declined
+  std::string arch;
+  bool kernel() const { return stages > 0; }
+  TILEOPS_IDENTITY(MoeGemmSpec, dtype, stages, arch)
+  std::vector<jit::KernelSource> sources() const;  // moe_grouped_gemm_fwd, or none
+  std::string describe() const;
+};
+
+// moe_gemm::kBM, kBN, kThreads, kMaxExperts of the kernel header
+constexpr int kMoeGemmRows = 64, kMoeGemmCols = 128, kMoeGemmThreads = 256, kMoeGemmMaxExperts = 1024;
+constexpr int kMoeGemmStages = 4;
+int moe_gemm_smem_bytes(int stages);  // a's 64 and b's 128 rows of 128 bytes a stage
+bool moe_gemm_shape_ok(int64_t k, int64_t experts, bool aligned);
+MoeGemmSpec moe_gemm_plan(const MoeGemmProblem& q, const DeviceFacts& dev);
+
+}  // namespace tileops::nvrtc

@@ -1,0 +1,59 @@
+// The device-read MoE grouped GEMM (src/kernels/moe/moe_grouped_gemm.cuh) compiles with NVRTC to CUBIN
+// for sm_80 and sm_90a (no GPU needed) without register spills for both dtypes, and its shared memory
+// fits the opt-in limit; the plan declines what it does not take.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "jit/cuda_driver.h"
+#include "jit/nvrtc_compiler.h"
+#include "targets/nvrtc/device_facts.h"
+#include "targets/nvrtc/moe/moe_grouped_gemm.h"
+
+namespace {
+
+using tileops::nvrtc::moe_gemm_plan;
+using tileops::nvrtc::moe_gemm_shape_ok;
+
+tileops::nvrtc::DeviceFacts facts_for(const char* arch, int major, int minor) {
+  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
+  f.arch = arch, f.cc_major = major, f.cc_minor = minor;
+  return f;
+}
+
+TEST(MoeGemmPlan, KernelOrDeclined) {
+  const auto h = facts_for("sm_90a", 9, 0);
+  EXPECT_TRUE(moe_gemm_shape_ok(7168, 256, true));
+  EXPECT_TRUE(moe_gemm_shape_ok(8, 1024, true));
+  EXPECT_FALSE(moe_gemm_shape_ok(7164, 256, true));  // K % 8: rows of 16-byte copies
+  EXPECT_FALSE(moe_gemm_shape_ok(7168, 1025, true));  // the scan's four experts a thread
+  EXPECT_FALSE(moe_gemm_shape_ok(7168, 256, false));
+  EXPECT_EQ(moe_gemm_plan({c10::kBFloat16, true}, h).stages, tileops::nvrtc::kMoeGemmStages);
+  EXPECT_LE(tileops::nvrtc::moe_gemm_smem_bytes(tileops::nvrtc::kMoeGemmStages), h.max_smem_optin);
+  EXPECT_FALSE(moe_gemm_plan({c10::kHalf, false}, h).kernel());
+  EXPECT_TRUE(moe_gemm_plan({c10::kHalf, false}, h).sources().empty());
+  EXPECT_FALSE(moe_gemm_plan({c10::kHalf, true}, facts_for("sm_75", 7, 5)).kernel());  // no cp.async / bf16 MMA
+}
+
+tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
+  src.options.push_back("--ptxas-options=--warn-on-spills");
+  src.options.push_back("--ptxas-options=--warning-as-error");
+  return src;
+}
+
+TEST(MoeGemmCompiles, BothDtypesToCubinWithoutSpills) {
+  tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
+  std::set<std::string> names;
+  for (const auto& f : {facts_for("sm_80", 8, 0), facts_for("sm_90a", 9, 0)})
+    for (c10::ScalarType dtype : {c10::kBFloat16, c10::kHalf}) {
+      const auto sources = moe_gemm_plan({dtype, true}, f).sources();
+      ASSERT_EQ(sources.size(), 1u);
+      names.insert(sources[0].name);
+      const auto cubin = tileops::jit::compile_to_cubin(strict(sources[0]));
+      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << sources[0].name;
+    }
+  EXPECT_EQ(names.size(), 4u);
+}
+
+}  // namespace
