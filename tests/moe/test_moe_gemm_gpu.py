@@ -1,6 +1,8 @@
-"""MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the cublaslt target (what serves CUDA: one cuBLASLt
-GEMM an expert's run of rows), on a CUDA GPU, against float64 formulas written here: runs out of expert order,
-rows no expert covers (zeros), empty experts, odd n and k, both 16-bit dtypes and both activations."""
+"""MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on a CUDA GPU against float64 formulas written here: the
+cublaslt target (what serves CUDA: one cuBLASLt GEMM an expert's run of rows, the runs read on the host)
+and the nvrtc target's one-launch grouped GEMM (pending: the runs read on the device, replayable in a
+CUDA graph). Runs out of expert order, rows no expert covers (zeros), empty experts, odd n and k, both
+16-bit dtypes and both activations."""
 import math
 
 import pytest
