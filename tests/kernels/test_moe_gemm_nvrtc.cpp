@@ -1,6 +1,6 @@
-// The device-read MoE grouped GEMM (src/kernels/moe/moe_grouped_gemm.cuh) compiles with NVRTC to CUBIN
-// for sm_80 and sm_90a (no GPU needed) without register spills for both dtypes, and its shared memory
-// fits the opt-in limit; the plan declines what it does not take.
+// The device-read MoE grouped GEMM and gate-up (src/kernels/moe/moe_grouped_gemm.cuh) compile with
+// NVRTC to CUBIN for sm_80 and sm_90a (no GPU needed) without register spills for both dtypes and both
+// gates, and the shared memory fits the opt-in limit; the plan declines what it does not take.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -42,18 +42,27 @@ tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
   return src;
 }
 
-TEST(MoeGemmCompiles, BothDtypesToCubinWithoutSpills) {
+TEST(MoeGemmCompiles, BothDtypesAndGatesToCubinWithoutSpills) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   std::set<std::string> names;
   for (const auto& f : {facts_for("sm_80", 8, 0), facts_for("sm_90a", 9, 0)})
-    for (c10::ScalarType dtype : {c10::kBFloat16, c10::kHalf}) {
-      const auto sources = moe_gemm_plan({dtype, true}, f).sources();
-      ASSERT_EQ(sources.size(), 1u);
-      names.insert(sources[0].name);
-      const auto cubin = tileops::jit::compile_to_cubin(strict(sources[0]));
-      EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << sources[0].name;
-    }
-  EXPECT_EQ(names.size(), 4u);
+    for (c10::ScalarType dtype : {c10::kBFloat16, c10::kHalf})
+      for (int act : {tileops::nvrtc::kMoeNoAct, int(tileops::kActSilu), int(tileops::kActGelu)}) {
+        const auto sources = moe_gemm_plan({dtype, true, act}, f).sources();
+        ASSERT_EQ(sources.size(), 1u);
+        names.insert(sources[0].name);
+        const auto cubin = tileops::jit::compile_to_cubin(strict(sources[0]));
+        EXPECT_EQ(cubin.image.substr(0, 4), std::string("\x7f" "ELF")) << sources[0].name;
+      }
+  EXPECT_EQ(names.size(), 12u);
+}
+
+TEST(MoeGemmPlan, GateUpTilesHalfTheOutputColumns) {
+  const auto h = facts_for("sm_90a", 9, 0);
+  EXPECT_EQ(moe_gemm_plan({c10::kBFloat16, true}, h).out_cols(), 128);
+  const auto silu = moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu}, h);
+  EXPECT_EQ(silu.out_cols(), 64);  // 128 rows of b: a gate and an up row an output column
+  EXPECT_NE(silu.sources()[0].name, moe_gemm_plan({c10::kBFloat16, true, tileops::kActGelu}, h).sources()[0].name);
 }
 
 }  // namespace

@@ -69,6 +69,11 @@ def test_grouped_gemm_matches_float64_per_run(dtype, runs, n, k):
 def test_gate_up_matches_float64_with_one_rounding(activation, dtype, runs, ffn, k):
     a, b, sizes, offsets = inputs(runs, 2 * ffn, k, dtype, seed=2)
     c = ops.moe_gate_up_fwd(*cuda(a, b, sizes, offsets), activation=activation, target="cublaslt").cpu()
+    assert_gate_up_within_one_rounding(c, a, b, sizes, offsets, activation, dtype)
+
+
+def assert_gate_up_within_one_rounding(c, a, b, sizes, offsets, activation, dtype):
+    ffn = c.shape[1]
     both, terms = float64_runs(a, b, sizes, offsets)
     gate, up = both[:, :ffn], both[:, ffn:]
     act = gate * torch.sigmoid(gate) if activation == "silu_and_mul" else gate * 0.5 * (1 + torch.erf(gate / math.sqrt(2)))
@@ -129,3 +134,19 @@ def test_nvrtc_grouped_gemm_replays_in_a_cuda_graph_with_new_runs():
     got = c.cpu().double()
     assert ((got - want).abs() <= 2.0 ** -8 * want.abs() + 1e-6 * terms + 1e-6).all()
     assert got[7].eq(0).all() and got[11].eq(0).all()
+
+
+@pytest.mark.unverified_gpu
+@pytest.mark.parametrize("activation", ["silu_and_mul", "gelu_and_mul"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("runs", RUNS + [([70, 0, 130, 3], [3, 0, 73, 203], 206)])
+@pytest.mark.parametrize("ffn,k", [(4, 32), (100, 136), (256, 512)])
+def test_nvrtc_gate_up_matches_float64_with_one_rounding(activation, dtype, runs, ffn, k):
+    # 64 output columns a CTA from 128 rows of b: gate and up rows of the same columns
+    a, b, sizes, offsets = inputs(runs, 2 * ffn, k, dtype, seed=7)
+    c = ops.moe_gate_up_fwd(*cuda(a, b, sizes, offsets), activation=activation, target="nvrtc").cpu()
+    assert_gate_up_within_one_rounding(c, a, b, sizes, offsets, activation, dtype)
+    covered = torch.zeros(a.shape[0], dtype=torch.bool)
+    for s, o in zip(sizes.tolist(), offsets.tolist()):
+        covered[o:o + s] = s > 0
+    assert c[~covered].eq(0).all()

@@ -71,8 +71,8 @@ def test_ops_md_says_what_the_registry_says():
 def test_gemm_is_served_by_cublaslt_and_fp8_gemm_by_nvrtc():
     serving = {e["class"]: e["serving"] for e in tileops.op_table()}
     for cls in sorted(CUBLASLT_ON_CUDA):
-        # MoE's one-launch grouped GEMM (runs read on the device) waits for its GPU run on nvrtc
-        pending = ["nvrtc"] if cls == "MoeGroupedGemmNopadFwdOp" else []
+        # MoE's one-launch grouped GEMM and gate-up (runs read on the device) wait for their GPU run
+        pending = ["nvrtc"] if cls in ("MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp") else []
         assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": pending}, cls
     # block scales on nvrtc's tensor-core kernel; it declines per-tensor ones to cuBLASLt, a backstop
     assert serving["GemmFp8FwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}

@@ -1,25 +1,32 @@
-// MoeGroupedGemmNopadFwdOp in one launch, the expert runs read on the device: c[run e] = a[run e] @
-// b[e]^T with float32 sums, one rounding to T; rows no run covers are zeros (manifests/moe.yaml). No
-// host read, so a call can be captured in a CUDA graph.
+// MoeGroupedGemmNopadFwdOp (ACT = kNoAct) and MoeGateUpFwdOp (ACT = kActSilu or kActGelu) in one
+// launch, the expert runs read on the device: c[run e] = a[run e] @ b[e]^T, or act(gate) * up of it
+// for gate-up (b[e]'s rows: N gate rows then N up rows), with float32 sums, the activation in float32,
+// one rounding to T; rows no run covers are zeros (manifests/moe.yaml). No host read, so a call can be
+// captured in a CUDA graph.
 //
 // The grid is a bound on the tiles, not their count: slot s of (ceil(numel / 64) + E) row tiles times
 // (n_tiles + 1) columns. Each CTA scans true_sizes into the running count of 64-row tiles an expert
 // and takes the tile its slot names (slots past the last tile exit). The last column zeroes the rows of
-// row tile s that no run covers. A tile is 64 x 128 of c with 8 warps, 32 x 32 each, over 64-wide
+// row tile s that no run covers. A tile is 64 x 128 of a @ b^T with 8 warps, 32 x 32 each, over 64-wide
 // steps of K (128 bytes of both operands, K-major) in a STAGES-deep cp.async pipeline, 16-byte chunk
 // c of row r stored at c ^ (r % 8) so that ldmatrix reads 8 rows from 8 banks (fp8_gemm.cuh's layout).
+// Gate-up's 128 rows of b are 64 output columns: groups of 8 gate rows and the same columns' 8 up
+// rows alternate, so a thread holds the gate and the up sum of each of its outputs (n8 tiles 2j, 2j+1).
 // Runs are taken as given: rows outside a's are skipped, and rows two runs share are written twice
 // (the host-checked targets refuse both).
 // Host side: K % 8 == 0, 16-byte aligned a and b, contiguous tensors, E <= kMaxExperts.
 #pragma once
+#include "activation/act.cuh"
 #include "common/dtypes.cuh"
 #include "common/mma.cuh"
+#include "common/op_ids.cuh"
 
 namespace tileops {
 namespace moe_gemm {
 
 constexpr int kBM = 64, kBN = 128, kBK = 64, kWarps = 8, kThreads = kWarps * 32;
 constexpr int kMaxExperts = 4 * kThreads;  // four a thread in the scan
+constexpr int kNoAct = -1;                 // the plain grouped GEMM
 
 // Byte offset of 16-byte chunk c of row r in a tile of 128-byte rows.
 __device__ __forceinline__ int swizzle(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
@@ -54,13 +61,16 @@ __device__ __forceinline__ void scan_tiles(const int* __restrict__ sizes, int E,
 
 }  // namespace moe_gemm
 
-template <typename T, int STAGES>
+template <typename T, int STAGES, int ACT>
 __global__ void __launch_bounds__(moe_gemm::kThreads, 1)
     moe_grouped_gemm_fwd(const T* __restrict__ a, const T* __restrict__ b, const int* __restrict__ sizes,
                          const int* __restrict__ offsets, T* __restrict__ c, int numel, int N, int K, int E,
                          int n_tiles) {
   using namespace moe_gemm;
   static_assert(STAGES >= 2, "a step in flight while one is read");
+  static_assert(ACT == kNoAct || ACT == kActSilu || ACT == kActGelu, "gate-up takes SiLU or the erf GELU");
+  constexpr bool kGated = ACT != kNoAct;
+  constexpr int OUT_COLS = kGated ? kBN / 2 : kBN;  // c's columns a tile
   constexpr int MT = 2, NT = 4;  // m16 tiles (32 rows) and n8 tiles (32 columns) a warp
   constexpr int A_BYTES = kBM * 128, B_BYTES = kBN * 128;
   extern __shared__ __align__(128) unsigned char moe_smem[];
@@ -90,12 +100,15 @@ __global__ void __launch_bounds__(moe_gemm::kThreads, 1)
   const int e = lo;
   const int first_tile = e == 0 ? 0 : tile_end[e - 1];
   const int run0 = offsets[e], run_end = run0 + sizes[e];
-  const int m0 = run0 + (slot - first_tile) * kBM, n0 = col * kBN;
-  const T* be = b + static_cast<long long>(e) * N * K;
+  const int m0 = run0 + (slot - first_tile) * kBM, n0 = col * OUT_COLS;
+  const T* be = b + static_cast<long long>(e) * (kGated ? 2 : 1) * N * K;
   const int steps = (K + kBK - 1) / kBK;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / 4, wn = warp % 4;
   auto row_ok = [&](int m) { return m < run_end && m >= 0 && m < numel; };
+  // Tile row r of b: c's column n0 + r (or, gated, the gate or up row of column n0 + (r / 16) * 8 + r % 8).
+  auto out_col = [&](int r) { return kGated ? n0 + (r / 16) * 8 + r % 8 : n0 + r; };
+  auto b_row = [&](int r) { return kGated && (r / 8) % 2 ? N + out_col(r) : out_col(r); };
 
   // Stage of step ks: a's 64 rows then b's 128, 128 bytes (64 values of K) each; zeros outside.
   auto load = [&](int ks) {
@@ -112,8 +125,8 @@ __global__ void __launch_bounds__(moe_gemm::kThreads, 1)
 #pragma unroll
     for (int i = threadIdx.x; i < kBN * 8; i += kThreads) {
       const int r = i / 8, ch = i % 8;
-      const bool ok = n0 + r < N && k0 + ch * 8 < K;
-      const T* src = be + (ok ? static_cast<long long>(n0 + r) * K + k0 + ch * 8 : 0);
+      const bool ok = out_col(r) < N && k0 + ch * 8 < K;
+      const T* src = be + (ok ? static_cast<long long>(b_row(r)) * K + k0 + ch * 8 : 0);
       mma::copy16(mma::smem_address(sb + swizzle(r, ch)), src, ok);
     }
   };
@@ -151,8 +164,9 @@ __global__ void __launch_bounds__(moe_gemm::kThreads, 1)
     __syncthreads();  // every warp read the stage before a later step's copies overwrite it
   }
 
-  // C layout: c0, c1 row r, columns c, c + 1; c2, c3 row r + 8.
-  const int row_base = m0 + wm * 32 + lane / 4, col_base = n0 + wn * 32 + (lane % 4) * 2;
+  // C layout: c0, c1 row r, columns c, c + 1; c2, c3 row r + 8. Gated: n8 tiles 2j (gate) and 2j + 1
+  // (up) are output columns n0 + wn * 16 + j * 8 + ...
+  const int row_base = m0 + wm * 32 + lane / 4;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -160,11 +174,15 @@ __global__ void __launch_bounds__(moe_gemm::kThreads, 1)
       const int m = row_base + i * 16 + h * 8;
       if (!row_ok(m)) continue;
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < (kGated ? NT / 2 : NT); ++j)
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
-          const int n = col_base + j * 8 + x;
-          if (n < N) c[static_cast<long long>(m) * N + n] = from_float<T>(acc[i][j][2 * h + x]);
+          const int n = n0 + (kGated ? wn * 16 : wn * 32) + j * 8 + (lane % 4) * 2 + x;
+          if (n >= N) continue;
+          float v;
+          if constexpr (kGated) v = activate<ACT>(acc[i][2 * j][2 * h + x]) * acc[i][2 * j + 1][2 * h + x];
+          else v = acc[i][j][2 * h + x];
+          c[static_cast<long long>(m) * N + n] = from_float<T>(v);
         }
     }
 }

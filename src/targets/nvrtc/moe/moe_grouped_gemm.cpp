@@ -1,4 +1,5 @@
-// MoeGroupedGemmNopadFwdOp on the nvrtc target (pending: cuBLASLt serves CUDA by default).
+// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target (pending: cuBLASLt serves CUDA by
+// default).
 #include "targets/nvrtc/moe/moe_grouped_gemm.h"
 
 #include <ATen/core/Tensor.h>
@@ -13,19 +14,22 @@
 namespace tileops::nvrtc {
 namespace {
 
-namespace op = tileops::ops::moe_grouped_gemm_nopad_fwd;
+namespace grouped = tileops::ops::moe_grouped_gemm_nopad_fwd;
+namespace gate_up = tileops::ops::moe_gate_up_fwd;
 
+// Both ops' views name their tensors alike: a, b, true_sizes, true_offsets, c.
+template <class View>
 class MoeGemmKernel final : public Kernel {
  public:
   MoeGemmKernel(LoadedKernel k, MoeGemmSpec s) : k_(std::move(k)), s_(std::move(s)) {}
   void launch(const OpCall& call) const override {
-    const op::View v(call);
+    const View v(call);
     const at::Tensor &a = v.a(), &b = v.b(), &c = v.c();
-    const int64_t numel = a.size(0), experts = b.size(0), n = b.size(1), k = a.size(1);
+    const int64_t numel = a.size(0), experts = b.size(0), n = c.size(1), k = a.size(1);
     if (numel == 0 || n == 0) return;  // nothing to write
-    TORCH_CHECK(numel <= 0x7fffffffLL && n <= 0x7fffffffLL && k <= 0x7fffffffLL && experts * n * k <= 0x7fffffffffffLL,
+    TORCH_CHECK(numel <= 0x7fffffffLL && b.size(1) <= 0x7fffffffLL && k <= 0x7fffffffLL,
                 call.op_name, ": numel, n and k must fit 32 bits for the nvrtc kernel");
-    const int64_t n_tiles = (n + kMoeGemmCols - 1) / kMoeGemmCols;
+    const int64_t n_tiles = (n + s_.out_cols() - 1) / s_.out_cols();
     const int64_t slots = (numel + kMoeGemmRows - 1) / kMoeGemmRows + experts;  // a bound on the row tiles
     TORCH_CHECK(slots * (n_tiles + 1) <= 0x7fffffffLL, call.op_name, ": too many tiles for one launch");
     const void *ap = a.const_data_ptr(), *bp = b.const_data_ptr(), *sp = v.true_sizes().const_data_ptr(),
@@ -43,24 +47,29 @@ class MoeGemmKernel final : public Kernel {
   MoeGemmSpec s_;
 };
 
+int activation_of(const grouped::View&) { return kMoeNoAct; }
+int activation_of(const gate_up::View& v) { return v.activation() == "silu_and_mul" ? kActSilu : kActGelu; }
+
+template <class View>
 struct MoeGemmFamily {
   using Problem = MoeGemmProblem;
   using Spec = MoeGemmSpec;
   Problem problem(const OpCall& call) const {
-    const op::View v(call);
+    const View v(call);
     const at::Tensor &a = v.a(), &b = v.b();
     const bool aligned = access_width({a.const_data_ptr(), b.const_data_ptr()}, 1) == 16;
-    return {a.scalar_type(), moe_gemm_shape_ok(a.size(1), b.size(0), aligned)};
+    return {a.scalar_type(), moe_gemm_shape_ok(a.size(1), b.size(0), aligned), activation_of(v)};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return moe_gemm_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     if (!s.kernel()) return declined_kernel();
     allow_dynamic_smem(k[0], moe_gemm_smem_bytes(s.stages), dev);
-    return std::make_shared<MoeGemmKernel>(std::move(k[0]), s);
+    return std::make_shared<MoeGemmKernel<View>>(std::move(k[0]), s);
   }
 };
 
-KernelBuilder moe_gemm_builder() { return spec_builder(MoeGemmFamily{}); }
+KernelBuilder moe_gemm_builder() { return spec_builder(MoeGemmFamily<grouped::View>{}); }
+KernelBuilder moe_gate_up_builder() { return spec_builder(MoeGemmFamily<gate_up::View>{}); }
 
 }  // namespace
 
@@ -72,25 +81,29 @@ bool moe_gemm_shape_ok(int64_t k, int64_t experts, bool aligned) {
 
 MoeGemmSpec moe_gemm_plan(const MoeGemmProblem& q, const DeviceFacts& dev) {
   // the m16n8k16 MMA and cp.async need sm_80
-  if (!q.shape_ok || dev.sm() < 80 || moe_gemm_smem_bytes(kMoeGemmStages) > dev.max_smem_optin) return {q.dtype, 0, ""};
-  return {q.dtype, kMoeGemmStages, dev.arch};
+  if (!q.shape_ok || dev.sm() < 80 || moe_gemm_smem_bytes(kMoeGemmStages) > dev.max_smem_optin)
+    return {q.dtype, 0, "", q.act};
+  return {q.dtype, kMoeGemmStages, dev.arch, q.act};
 }
 
 std::vector<jit::KernelSource> MoeGemmSpec::sources() const {
   if (!kernel()) return {};
-  const std::string name = std::string("moe_grouped_gemm_fwd__") + short_type_name(dtype) + "__s" +
+  const std::string act_name = act == kMoeNoAct ? "" : act == kActSilu ? "_silu_and_mul" : "_gelu_and_mul";
+  const std::string name = std::string("moe_grouped_gemm_fwd") + act_name + "__" + short_type_name(dtype) + "__s" +
                            std::to_string(stages) + "__" + arch;
   const std::string expr = std::string("tileops::moe_grouped_gemm_fwd<") + kernel_type_name(dtype) + ", " +
-                           std::to_string(stages) + ">";
+                           std::to_string(stages) + ", " + std::to_string(act) + ">";
   return {make_source(name, "moe/moe_grouped_gemm.cuh", expr, arch)};
 }
 
 std::string MoeGemmSpec::describe() const {
-  if (!kernel()) return "moe_grouped_gemm_nopad_fwd (declined to the backstops)";
-  return std::string("moe_grouped_gemm_fwd(dtype=") + short_type_name(dtype) + ", stages=" + std::to_string(stages) +
-         ", runs read on the device)";
+  const std::string gated = act == kMoeNoAct ? "" : act == kActSilu ? ", silu_and_mul" : ", gelu_and_mul";
+  if (!kernel()) return "moe_grouped_gemm_fwd" + gated + " (declined to the backstops)";
+  return std::string("moe_grouped_gemm_fwd(dtype=") + short_type_name(dtype) + gated +
+         ", stages=" + std::to_string(stages) + ", runs read on the device)";
 }
 
 TILEOPS_PENDING_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, MoeGateUpFwdOp, moe_gate_up_builder);
 
 }  // namespace tileops::nvrtc

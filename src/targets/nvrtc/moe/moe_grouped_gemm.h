@@ -1,6 +1,7 @@
-// MoeGroupedGemmNopadFwdOp on the nvrtc target (pending): src/kernels/moe/moe_grouped_gemm.cuh, one
-// launch with the expert runs read on the device (capturable in a CUDA graph); calls it does not take
-// are declined to the backstops (cuBLASLt). The spec is the dtype and the pipeline's stages.
+// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target (pending):
+// src/kernels/moe/moe_grouped_gemm.cuh, one launch with the expert runs read on the device (capturable
+// in a CUDA graph); calls it does not take are declined to the backstops (cuBLASLt). The spec is the
+// dtype, the gated activation (kMoeNoAct: none) and the pipeline's stages.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -10,23 +11,29 @@
 #include <vector>
 
 #include "jit/nvrtc_compiler.h"
+#include "kernels/common/op_ids.cuh"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
 
 namespace tileops::nvrtc {
 
+constexpr int kMoeNoAct = -1;  // moe_gemm::kNoAct; gate-up: kActSilu or kActGelu (kernels/common/op_ids.cuh)
+
 struct MoeGemmProblem {
   c10::ScalarType dtype;
   bool shape_ok;  // K % 8 == 0, 16-byte aligned a and b, at most kMoeGemmMaxExperts experts
-  TILEOPS_IDENTITY(MoeGemmProblem, dtype, shape_ok)
+  int act = kMoeNoAct;
+  TILEOPS_IDENTITY(MoeGemmProblem, dtype, shape_ok, act)
 };
 
 struct MoeGemmSpec {
   c10::ScalarType dtype;
   int stages;  // 0: declined
   std::string arch;
+  int act = kMoeNoAct;
   bool kernel() const { return stages > 0; }
-  TILEOPS_IDENTITY(MoeGemmSpec, dtype, stages, arch)
+  int out_cols() const { return act == kMoeNoAct ? 128 : 64; }  // c's columns a CTA
+  TILEOPS_IDENTITY(MoeGemmSpec, dtype, stages, arch, act)
   std::vector<jit::KernelSource> sources() const;  // moe_grouped_gemm_fwd, or none
   std::string describe() const;
 };
