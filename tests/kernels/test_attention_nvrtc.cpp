@@ -12,19 +12,17 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/attention/decode.h"
 #include "targets/nvrtc/device_facts.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
+
+using tileops::test::strict;
+using tileops::test::facts_for;
 
 using tileops::nvrtc::DecodeFamily;
 using tileops::nvrtc::DecodeOp;
 using tileops::nvrtc::DecodeProblem;
 using tileops::nvrtc::DecodeSpec;
-
-tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch;
-  return f;
-}
 
 DecodeSpec plan(const DecodeProblem& q, const char* arch = "sm_90a") {
   return DecodeFamily<DecodeOp::kGqa>{}.plan(q, facts_for(arch), tileops::nvrtc::tuning());
@@ -87,13 +85,6 @@ TEST(DecodePlan, SplitsFillOneWaveWithoutSplitsShorterThan128Tokens) {
   EXPECT_EQ(tileops::nvrtc::decode_splits(1, int64_t{1} << 30, 264), 128);  // at most 128
   EXPECT_EQ(tileops::nvrtc::decode_splits(1000, 1 << 20, 264), 1);  // more than a wave already
   EXPECT_EQ(tileops::nvrtc::decode_splits(4, 0, 264), 1);         // an empty cache
-}
-
-// Spills are warnings of ptxas; made errors, a shape whose registers do not fit fails here.
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 class DecodeCompiles : public ::testing::TestWithParam<std::tuple<c10::ScalarType, const char*>> {};

@@ -10,16 +10,14 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/gemm/fp8_gemm.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
 
-using tileops::nvrtc::fp8_gemm_plan;
+using tileops::test::strict;
+using tileops::test::facts_for;
 
-tileops::nvrtc::DeviceFacts facts_for(const char* arch, int major, int minor) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch, f.cc_major = major, f.cc_minor = minor;
-  return f;
-}
+using tileops::nvrtc::fp8_gemm_plan;
 
 TEST(Fp8GemmPlan, KernelOrAten) {
   const auto h = facts_for("sm_90a", 9, 0);
@@ -38,12 +36,6 @@ TEST(Fp8GemmPlan, KernelOrAten) {
   EXPECT_TRUE(per_tensor.declined);
   EXPECT_FALSE(per_tensor.kernel());
   EXPECT_TRUE(per_tensor.sources().empty());
-}
-
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 TEST(Fp8GemmCompiles, EveryDtypeToCubinWithoutSpills) {

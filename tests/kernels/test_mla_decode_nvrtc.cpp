@@ -10,17 +10,15 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/attention/mla_decode.h"
 #include "targets/nvrtc/device_facts.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
 
+using tileops::test::strict;
+using tileops::test::facts_for;
+
 using tileops::nvrtc::mla_decode_plan;
 using tileops::nvrtc::MlaDecodeSpec;
-
-tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch;
-  return f;
-}
 
 TEST(MlaDecodePlan, TensorCoresForWholeTilesElseAten) {
   for (c10::ScalarType dtype : {c10::kHalf, c10::kBFloat16}) {
@@ -49,12 +47,6 @@ TEST(MlaDecodePlan, TensorCoresForWholeTilesElseAten) {
   EXPECT_TRUE(a100.kernel());
   EXPECT_LE(tileops::nvrtc::mla_decode_smem_bytes(256, 64, a100.stages),
             tileops::nvrtc::named_device_facts("a100").max_smem_optin);
-}
-
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 TEST(MlaDecodeCompiles, DeepSeekAndOtherDimsToCubinWithoutSpills) {

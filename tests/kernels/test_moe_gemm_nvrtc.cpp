@@ -10,17 +10,15 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/moe/moe_grouped_gemm.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
 
+using tileops::test::strict;
+using tileops::test::facts_for;
+
 using tileops::nvrtc::moe_gemm_plan;
 using tileops::nvrtc::moe_gemm_shape_ok;
-
-tileops::nvrtc::DeviceFacts facts_for(const char* arch, int major, int minor) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch, f.cc_major = major, f.cc_minor = minor;
-  return f;
-}
 
 TEST(MoeGemmPlan, KernelOrDeclined) {
   const auto h = facts_for("sm_90a", 9, 0);
@@ -34,12 +32,6 @@ TEST(MoeGemmPlan, KernelOrDeclined) {
   EXPECT_FALSE(moe_gemm_plan({c10::kHalf, false}, h).kernel());
   EXPECT_TRUE(moe_gemm_plan({c10::kHalf, false}, h).sources().empty());
   EXPECT_FALSE(moe_gemm_plan({c10::kHalf, true}, facts_for("sm_75", 7, 5)).kernel());  // no cp.async / bf16 MMA
-}
-
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 TEST(MoeGemmCompiles, BothDtypesAndGatesToCubinWithoutSpills) {

@@ -12,8 +12,11 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/norm/norm_bwd.h"
 #include "targets/nvrtc/nvrtc_target.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
+
+using tileops::test::strict;
 
 using tileops::nvrtc::DeviceFacts;
 using NormBwdPlan = tileops::nvrtc::NormBwdSpec;
@@ -58,13 +61,6 @@ std::string case_name(const BwdCase& c) {
   return std::string(c.layer ? "ln_" : "rms_") + tileops::nvrtc::short_type_name(c.dtype) + "_n" +
          std::to_string(c.n) + "_v" + std::to_string(c.max_vec) + (c.weight ? "_w" : "_nw") + (c.dw ? "_dw" : "") +
          (c.db ? "_db" : "");
-}
-
-// Spills are warnings of ptxas; made errors, a plan whose register estimate is too low fails here.
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 const BwdCase kCases[] = {

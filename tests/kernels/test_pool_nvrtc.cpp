@@ -16,8 +16,11 @@
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/nvrtc_target.h"
 #include "targets/nvrtc/pool/pool.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
+
+using tileops::test::facts_for;
 
 using tileops::nvrtc::PoolGeometry;
 using tileops::nvrtc::PoolMode;
@@ -30,12 +33,6 @@ PoolWindowParams window_of(int rank, c10::IntArrayRef kernel, c10::IntArrayRef s
                            c10::IntArrayRef dil) {
   const std::vector<int64_t> in(rank + 2, 64), out(rank + 2, 8);
   return tileops::nvrtc::pool_small_window(tileops::nvrtc::pool_geometry(in, out, rank, kernel, stride, pad, dil));
-}
-
-tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch;
-  return f;
 }
 
 // The problems the registered ops pose: avg/max over 1, 2 and 3 dims, and the adaptive 2-D pools,

@@ -12,18 +12,15 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/quantization/fp8_quant.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
+
+using tileops::test::facts_for;
 
 using tileops::nvrtc::Fp8QuantFamily;
 using tileops::nvrtc::Fp8QuantProblem;
 using tileops::nvrtc::Fp8QuantSpec;
-
-tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch;
-  return f;
-}
 
 Fp8QuantSpec plan(const Fp8QuantProblem& q, const char* arch = "sm_90a") {
   return Fp8QuantFamily{}.plan(q, facts_for(arch), tileops::nvrtc::tuning());

@@ -11,16 +11,14 @@
 #include "jit/nvrtc_compiler.h"
 #include "targets/nvrtc/device_facts.h"
 #include "targets/nvrtc/gemm/w4a16.h"
+#include "nvrtc_compile_support.h"
 
 namespace {
 
-using tileops::nvrtc::w4a16_m_tiles;
+using tileops::test::strict;
+using tileops::test::facts_for;
 
-tileops::nvrtc::DeviceFacts facts_for(const char* arch) {
-  tileops::nvrtc::DeviceFacts f = tileops::nvrtc::named_device_facts("h200");
-  f.arch = arch;
-  return f;
-}
+using tileops::nvrtc::w4a16_m_tiles;
 
 TEST(W4A16Plan, RowTilesForDecodeShapesOnly) {
   EXPECT_EQ(w4a16_m_tiles(c10::kHalf, 1, 8192, 128, true), 1);
@@ -42,13 +40,6 @@ TEST(W4A16Plan, RowTilesForDecodeShapesOnly) {
   turing.cc_major = 7, turing.cc_minor = 5;
   EXPECT_EQ(tileops::nvrtc::w4a16_plan({c10::kHalf, 2}, turing).m_tiles, 0);  // no m16n8k16 MMA there
   EXPECT_TRUE(tileops::nvrtc::w4a16_plan({c10::kHalf, 0}, facts_for("sm_90a")).sources().empty());
-}
-
-// Spills are warnings of ptxas; made errors, a tile whose registers do not fit fails here.
-tileops::jit::KernelSource strict(tileops::jit::KernelSource src) {
-  src.options.push_back("--ptxas-options=--warn-on-spills");
-  src.options.push_back("--ptxas-options=--warning-as-error");
-  return src;
 }
 
 TEST(W4A16Compiles, EveryRowTileAndDtypeToCubinWithoutSpills) {
