@@ -1,14 +1,17 @@
 // GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel),
-// GroupedGemmFwdOp (a run of rows at a time) and MoE's grouped GEMM and gate-up projection (a run an
-// expert) on the cublaslt target: one
+// GroupedGemmFwdOp (a run of rows at a time), MoE's grouped GEMM and gate-up projection (a run an
+// expert) and, pending, the fused MoE layers (both GEMMs a run an expert) on the cublaslt target: one
 // cublasLtMatmul per product, planned once per (dtypes, layout flags, operand alignments, batch, M, N,
 // K, device).
 //
 // cuBLASLt is column-major: a row-major [R, C] buffer is its [C, R] matrix. So the row-major product
 // d[M, N] = op(a) @ op(b) is asked as d^T[N, M] = op'(b) @ op'(a), b as cuBLASLt's A and a as its B;
 // trans_b/trans_a become its TRANSA/TRANSB, and no operand is ever copied or transposed.
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
@@ -41,6 +44,8 @@ namespace w4a16 = tileops::ops::gemm_w4_a16_fwd;
 namespace grouped = tileops::ops::gemm_grouped_gemm_fwd;
 namespace moe_grouped = tileops::ops::moe_grouped_gemm_nopad_fwd;
 namespace moe_gate_up = tileops::ops::moe_gate_up_fwd;
+namespace moe_experts = tileops::ops::moe_fused_mo_e_experts_nopad_persistent3_wg_fwd;
+namespace moe_fused = tileops::ops::moe_fused_moe_fwd;
 
 // The largest power of two (up to 256 bytes) dividing the address: cuBLASLt picks vectorised
 // kernels only for what the pointers allow, and its default assumption is 256.
@@ -344,6 +349,61 @@ class LtMoeGateUp final : public Kernel {
   LtRuns runs_;
 };
 
+// FusedMoEExpertsNopadPersistent3WGFwdOp and FusedMoeFwdOp: the reference's routing (read on the host),
+// the routes gathered by expert, then gate-up and down as one cuBLASLt GEMM an expert's run each, with
+// the reference's rounding chain: act(gate) * up in float32 rounded to the dtype, the down product
+// rounded to the dtype, the float32 sum of weight times that over a token's routes, times the scale,
+// rounded once into the output.
+class LtFusedExperts final : public Kernel {
+ public:
+  LtFusedExperts(const Product& gate_up, const Product& down, c10::DeviceIndex device, bool route_scores)
+      : gate_up_("fused moe gate-up", gate_up, device), down_("fused moe down", down, device),
+        route_scores_(route_scores) {}
+  void launch(const OpCall& call) const override {
+    // Both ops' views: hidden_states, w_gate_up, w_down, routed_scaling_factor, activation, output.
+    const reference::ExpertRouting r =
+        route_scores_ ? reference::fused_moe_routing(call) : reference::fused_experts_routing(call);
+    if (route_scores_) run<moe_fused::View>(call, r);
+    else run<moe_experts::View>(call, r);
+  }
+
+ private:
+  template <class View>
+  void run(const OpCall& call, const reference::ExpertRouting& r) const {
+    const View v(call);
+    const at::Tensor &hidden = v.hidden_states(), &w_gate_up = v.w_gate_up(), &w_down = v.w_down();
+    at::Tensor out = v.output();
+    const int64_t top_k = r.weights.size(1), experts = w_gate_up.size(0), ffn = w_down.size(2);
+    // the routes in expert order (ascending inside an expert), and each expert's run of them
+    std::vector<int64_t> order;
+    std::vector<reference::GroupRun> runs;
+    const auto by_expert = reference::routes_by_expert(r.local, experts);
+    for (int64_t e = 0; e < experts; ++e) {
+      if (by_expert[e].empty()) continue;
+      runs.push_back({e, static_cast<int64_t>(order.size()), static_cast<int64_t>(by_expert[e].size())});
+      order.insert(order.end(), by_expert[e].begin(), by_expert[e].end());
+    }
+    at::Tensor acc = at::zeros({hidden.size(0), hidden.size(1)}, hidden.options().dtype(at::kFloat));
+    if (!order.empty()) {
+      const at::Tensor f = at::from_blob(order.data(), {static_cast<int64_t>(order.size())},
+                                         at::TensorOptions().dtype(at::kLong)).to(hidden.device());
+      const at::Tensor token = f.div(top_k, "floor");
+      const at::Tensor x = hidden.index_select(0, token);
+      at::Tensor both = at::empty({x.size(0), 2 * ffn}, hidden.options().dtype(at::kFloat));
+      gate_up_.launch(call, runs, x, w_gate_up, both);
+      const at::Tensor act = reference::gated(both, v.activation()).to(hidden.scalar_type());
+      at::Tensor down = at::empty({x.size(0), hidden.size(1)}, hidden.options());
+      down_.launch(call, runs, act, w_down, down);
+      acc.index_add_(0, token, down.to(at::kFloat) * r.weights.to(at::kFloat).reshape({-1}).index_select(0, f).unsqueeze(1));
+    }
+    if (v.routed_scaling_factor() != 1.0) acc.mul_(v.routed_scaling_factor());
+    out.copy_(acc);
+  }
+
+  LtRuns gate_up_, down_;
+  bool route_scores_;  // FusedMoeFwdOp: routes from the router's logits
+};
+
 template <class IdentityFn>
 KernelBuilder lt_builder(const char* op, const char* stem, IdentityFn identity) {
   KernelBuilder b;
@@ -456,6 +516,36 @@ KernelBuilder moe_gate_up_builder() {
   return expert_runs_builder<LtMoeGateUp>(moe_gate_up::kName, "moe_gate_up_fwd", c10::kFloat);
 }
 
+// One kernel a (dtype, hidden, ffn): gate-up's GEMMs (n = 2 * ffn, k = hidden, float32 out) and down's
+// (n = hidden, k = ffn, the dtype out), planned per run length inside it; words 1-4 of the key hold
+// the gate-up product's (batch 1, M 0, n, k) and word 5 down's k.
+template <class View>
+KernelBuilder fused_experts_builder(const char* op, const char* stem, bool route_scores) {
+  KernelBuilder b;
+  b.identity = [](const OpCall& call) {
+    TORCH_CHECK(call.device.is_cuda(), call.op_name, ": target 'cublaslt' serves CUDA tensors only, got ",
+                call.device.str());
+    const View v(call);
+    const at::Tensor &w_gate_up = v.w_gate_up(), &w_down = v.w_down();
+    BuildKey key = Product{w_gate_up.scalar_type(), false, true, 8, 8, 8, 1, 0, w_gate_up.size(1), w_gate_up.size(2),
+                           c10::kFloat}.key();
+    key.words[5] = w_down.size(2);
+    return key;
+  };
+  b.build = [op, route_scores](const OpCall& call, const BuildKey& key) -> std::shared_ptr<const Kernel> {
+    BuildKey gk = key;
+    gk.words[5] = int64_t(c10::kFloat);
+    const Product gate_up = Product::from(gk);
+    const Product down{gate_up.dtype, false, true, 8, 8, 8, 1, 0, gate_up.k, key.words[5], gate_up.dtype};
+    return std::make_shared<LtFusedExperts>(gate_up, down, call.device.index(), route_scores);
+  };
+  b.describe = [stem](const BuildKey& key) {
+    return std::string(stem) + "__" + c10::toString(c10::ScalarType(key.words[0] & 0xff)) + "__hidden" +
+           std::to_string(key.words[4]) + "_ffn" + std::to_string(key.words[5]) + " (cuBLASLt, a GEMM an expert)";
+  };
+  return b;
+}
+
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFwdOp, gemm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GroupedGemmFwdOp, grouped_gemm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, GemmW4A16FwdOp, gemm_w4a16_fwd_builder);
@@ -463,6 +553,12 @@ TILEOPS_BUILTIN_KERNEL(cublaslt, GemmFp8FwdOp, gemm_fp8_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, BmmFwdOp, bmm_fwd_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, MoeGroupedGemmNopadFwdOp, moe_grouped_gemm_builder);
 TILEOPS_BUILTIN_KERNEL(cublaslt, MoeGateUpFwdOp, moe_gate_up_builder);
+KernelBuilder fused_moe_experts_builder() {
+  return fused_experts_builder<moe_experts::View>(moe_experts::kName, "fused_moe_experts", false);
+}
+KernelBuilder fused_moe_builder() { return fused_experts_builder<moe_fused::View>(moe_fused::kName, "fused_moe", true); }
+TILEOPS_PENDING_KERNEL(cublaslt, FusedMoEExpertsNopadPersistent3WGFwdOp, fused_moe_experts_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, FusedMoeFwdOp, fused_moe_builder);
 
 }  // namespace
 }  // namespace tileops::cublaslt

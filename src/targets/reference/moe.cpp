@@ -45,14 +45,6 @@ std::vector<int64_t> expert_ids_of(const char* op, const at::Tensor& topk_ids, i
   return ids;
 }
 
-// The routes f of each expert in ascending order, from each route's expert (negative: none here).
-std::vector<std::vector<int64_t>> routes_by_expert(const std::vector<int64_t>& expert_of, int64_t experts) {
-  std::vector<std::vector<int64_t>> routes(experts);
-  for (size_t f = 0; f < expert_of.size(); ++f)
-    if (expert_of[f] >= 0) routes[expert_of[f]].push_back(static_cast<int64_t>(f));
-  return routes;
-}
-
 // values (int64 on the host) into `out`, whatever its dtype and device.
 void write(at::Tensor out, const std::vector<int64_t>& values) {
   out.copy_(at::from_blob(const_cast<int64_t*>(values.data()), {static_cast<int64_t>(values.size())},
@@ -215,10 +207,9 @@ class FusedExpertsReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
     const experts_op::View v(call);
-    const int64_t experts = v.num_experts(), local = v.w_gate_up().size(0);
-    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), v.topk_weights(),
-                   local_routes(call.op_name, v.topk_ids(), v.expert_map(), experts, local),
-                   v.routed_scaling_factor(), v.activation(), v.output());
+    const ExpertRouting r = fused_experts_routing(call);
+    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), r.weights, r.local, v.routed_scaling_factor(),
+                   v.activation(), v.output());
   }
 };
 
@@ -226,19 +217,8 @@ class FusedMoeReference final : public Kernel {
  public:
   void launch(const OpCall& call) const override {
     const fused::View v(call);
-    const bool sigmoid = v.scoring_func() == "sigmoid";
-    TORCH_CHECK_VALUE(!v.correction_bias() || sigmoid, call.op_name,
-                      ": 'correction_bias' needs scoring_func='sigmoid' (it biases sigmoid scores), got '",
-                      v.scoring_func(), "'");
-    const at::Tensor logits = v.gating_output().to(at::kFloat);
-    const at::Tensor scores = sigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
-    at::Tensor choose = v.correction_bias() ? scores + v.correction_bias()->to(at::kFloat) : scores;
-    choose = at::where(choose.isnan(), -INFINITY, choose);  // a NaN score is never picked
-    // stable, descending: equal scores keep the lower expert first
-    const at::Tensor ids = std::get<1>(at::sort(choose, true, -1, true)).narrow(-1, 0, v.top_k()).contiguous();
-    at::Tensor w = scores.gather(-1, ids);
-    if (v.renormalize()) w = w / w.sum(-1, true);
-    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), w, host_values(call.op_name, "the routes (top-k expert ids)", ids), v.routed_scaling_factor(),
+    const ExpertRouting r = fused_moe_routing(call);
+    routed_experts(v.hidden_states(), v.w_gate_up(), v.w_down(), r.weights, r.local, v.routed_scaling_factor(),
                    v.activation(), v.output());
   }
 };
@@ -277,6 +257,36 @@ std::vector<GroupRun> expert_runs(const char* op, const at::Tensor& sizes, const
   }
   std::sort(runs.begin(), runs.end(), [](const GroupRun& x, const GroupRun& y) { return x.first < y.first; });
   return runs;
+}
+
+ExpertRouting fused_experts_routing(const OpCall& call) {
+  const experts_op::View v(call);
+  const int64_t experts = v.num_experts(), local = v.w_gate_up().size(0);
+  return {local_routes(call.op_name, v.topk_ids(), v.expert_map(), experts, local), v.topk_weights()};
+}
+
+ExpertRouting fused_moe_routing(const OpCall& call) {
+  const fused::View v(call);
+  const bool sigmoid = v.scoring_func() == "sigmoid";
+  TORCH_CHECK_VALUE(!v.correction_bias() || sigmoid, call.op_name,
+                    ": 'correction_bias' needs scoring_func='sigmoid' (it biases sigmoid scores), got '",
+                    v.scoring_func(), "'");
+  const at::Tensor logits = v.gating_output().to(at::kFloat);
+  const at::Tensor scores = sigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
+  at::Tensor choose = v.correction_bias() ? scores + v.correction_bias()->to(at::kFloat) : scores;
+  choose = at::where(choose.isnan(), -INFINITY, choose);  // a NaN score is never picked
+  // stable, descending: equal scores keep the lower expert first
+  const at::Tensor ids = std::get<1>(at::sort(choose, true, -1, true)).narrow(-1, 0, v.top_k()).contiguous();
+  at::Tensor w = scores.gather(-1, ids);
+  if (v.renormalize()) w = w / w.sum(-1, true);
+  return {host_values(call.op_name, "the routes (top-k expert ids)", ids), w};
+}
+
+std::vector<std::vector<int64_t>> routes_by_expert(const std::vector<int64_t>& expert_of, int64_t experts) {
+  std::vector<std::vector<int64_t>> routes(experts);
+  for (size_t f = 0; f < expert_of.size(); ++f)
+    if (expert_of[f] >= 0) routes[expert_of[f]].push_back(static_cast<int64_t>(f));
+  return routes;
 }
 
 at::Tensor gated(const at::Tensor& both, std::string_view activation) {
