@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import harness  # scripts/bench/harness.py
 import tileops
+from bench_gemm import print_rows  # the GEMM table's columns (TFLOPS, vs eager, vs best)
 
 ops = torch.ops.tileops
 OPS = ("MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp")
@@ -65,15 +66,6 @@ def rows_for(op_class: str, target: str, quick: bool) -> list[dict]:
     return rows
 
 
-def print_rows(title: str, rows: list[dict]) -> None:
-    print(f"\n{title} — {torch.cuda.get_device_properties(0).name}, torch {torch.__version__}; "
-          "median µs per call, timed on the stream")
-    print(f"{'workload':<28}{'shape':<24}{'dtype':<9}{'ours':>9}{'eager':>9}{'copy':>8}{'TFLOPS':>8}{'vs best':>8}")
-    for r in rows:
-        print(f"{r['workload']:<28}{r['shape']:<24}{r['dtype']:<9}{r['ours_us']:>9.1f}{r['eager_us']:>9.1f}"
-              f"{r['copy_us']:>8.1f}{r['tflops']:>8.0f}{r['vs_best_peer']:>7.2f}x")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -85,7 +77,8 @@ def main():
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows})
     for op_class in OPS:
-        print_rows(f"{op_class} (target {args.target}) beside a loop of torch.matmul", rows[op_class])
+        print_rows(f"{op_class} (target {args.target}) beside a loop of torch.matmul; timed on the stream",
+                   rows[op_class])
 
 
 if __name__ == "__main__":
