@@ -356,9 +356,9 @@ class LtMoeGateUp final : public Kernel {
 // rounded once into the output.
 class LtFusedExperts final : public Kernel {
  public:
-  LtFusedExperts(const Product& gate_up, const Product& down, c10::DeviceIndex device, bool route_scores)
-      : gate_up_("fused moe gate-up", gate_up, device), down_("fused moe down", down, device),
-        route_scores_(route_scores) {}
+  LtFusedExperts(const char* op, const Product& gate_up, const Product& down, c10::DeviceIndex device,
+                 bool route_scores)
+      : gate_up_(op, gate_up, device), down_(op, down, device), route_scores_(route_scores) {}
   void launch(const OpCall& call) const override {
     // Both ops' views: hidden_states, w_gate_up, w_down, routed_scaling_factor, activation, output.
     const reference::ExpertRouting r =
@@ -537,7 +537,7 @@ KernelBuilder fused_experts_builder(const char* op, const char* stem, bool route
     gk.words[5] = int64_t(c10::kFloat);
     const Product gate_up = Product::from(gk);
     const Product down{gate_up.dtype, false, true, 8, 8, 8, 1, 0, gate_up.k, key.words[5], gate_up.dtype};
-    return std::make_shared<LtFusedExperts>(gate_up, down, call.device.index(), route_scores);
+    return std::make_shared<LtFusedExperts>(op, gate_up, down, call.device.index(), route_scores);
   };
   b.describe = [stem](const BuildKey& key) {
     return std::string(stem) + "__" + c10::toString(c10::ScalarType(key.words[0] & 0xff)) + "__hidden" +
