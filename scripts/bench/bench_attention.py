@@ -3,8 +3,11 @@ paged form and MultiHeadLatentAttentionDecodeWithKVCacheFwdOp on the manifest's 
 chosen target (default nvrtc, the split-KV kernels), beside torch's scaled_dot_product_attention
 (eager and compiled, GQA through enable_gqa; the paged rows gather nothing for torch: it reads the
 same tokens contiguous; MLA as one KV head of the concatenated latent and rope dims, the latent as
-value) and a device copy of the KV bytes the op must read. A benchmark, not a test.
+value) and a device copy of the KV bytes the op must read; and the forward over whole sequences
+(GroupedQueryAttentionFwdOp, MultiHeadAttentionFwdOp: TFLOPS beside SDPA's fastest backend, a copy of
+q, k, v and o). A benchmark, not a test.
     python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T] [--ops A,B]
+    (--ops GroupedQueryAttentionFwdOp,MultiHeadAttentionFwdOp for the forward over whole sequences)
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import torch.nn.functional as F
 
 import harness  # scripts/bench/harness.py
 import tileops
+from bench_gemm import print_rows  # the GEMM table's columns (TFLOPS, vs eager, vs best)
 
 ops = torch.ops.tileops
 
@@ -120,6 +124,43 @@ def mla_rows(target: str, quick: bool) -> list[dict]:
     return rows
 
 
+def sdpa_bshd(q, k, v, causal):
+    """[B, S, H, D] tensors through SDPA's [B, H, S, D] (what a user writes; flash or cuDNN underneath)."""
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
+                                       enable_gqa=True)
+    return o.transpose(1, 2)
+
+
+def prefill_rows(op_class: str, target: str, quick: bool) -> list[dict]:
+    fn = {"GroupedQueryAttentionFwdOp": ops.attention_grouped_query_attention_fwd,
+          "MultiHeadAttentionFwdOp": ops.attention_multi_head_attention_fwd}[op_class]
+    rows = []
+    for w in harness.manifest_workloads("attention", op_class)[: 2 if quick else None]:
+        b, s, h, d = w["q"]
+        h_kv = w.get("k", w["q"])[2]
+        causal = w.get("params", {}).get("is_causal", True)
+        for dname in w["dtypes"]:
+            dtype = harness.DTYPES[dname]
+            nbytes = (2 * b * s * h * d + 2 * b * s * h_kv * d) * dtype.itemsize
+            n_sets = harness.n_sets_for(nbytes)
+            qs = [torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            ks = [torch.randn(b, s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            vs = [torch.randn(b, s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+            flat = [torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+            compiled = harness.compiled(sdpa_bshd)
+            row = harness.measure(w["name"], f"{b}x{s}x{h}/{h_kv}x{d}", dtype, nbytes, n_sets, {
+                "ours": lambda i: (lambda: fn(qs[i], ks[i], vs[i], is_causal=causal, target=target)),
+                "eager": lambda i: (lambda: sdpa_bshd(qs[i], ks[i], vs[i], causal)),
+                "compile": lambda i: (lambda: compiled(qs[i], ks[i], vs[i], causal)),
+                "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
+            })
+            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            row["op"], row["tflops"] = op_class, flops / (row["ours_us"] * 1e-6) / 1e12
+            rows.append(row)
+            del qs, ks, vs, flat
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -134,10 +175,16 @@ def main():
               "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": gqa_paged_rows,
               "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp": mla_rows}
     rows = {op: fn(args.target, args.quick) for op, fn in tables.items() if op in args.ops.split(",")}
+    for op in ("GroupedQueryAttentionFwdOp", "MultiHeadAttentionFwdOp"):
+        if op in args.ops.split(","):
+            rows[op] = prefill_rows(op, args.target, args.quick)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows})
     for op, r in rows.items():
-        harness.print_table(f"{op} (target {args.target}) beside torch SDPA", r)
+        if "tflops" in (r[0] if r else {}):
+            print_rows(f"{op} (target {args.target}) beside torch SDPA", r)
+        else:
+            harness.print_table(f"{op} (target {args.target}) beside torch SDPA", r)
 
 
 if __name__ == "__main__":
