@@ -1,6 +1,6 @@
 // The attention forward over whole sequences (src/kernels/attention/prefill.cuh) compiles with NVRTC
 // to CUBIN for sm_80 and sm_90a (no GPU needed) without register spills for both dtypes, both head
-// dims and both masks; its shared memory fits the opt-in limit; the plan declines what it does not take.
+// dims and both layouts (fixed-length and packed requests); its shared memory fits the opt-in limit; the plan declines what it does not take.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -27,20 +27,20 @@ TEST(PrefillPlan, KernelOrDeclined) {
   }
   EXPECT_FALSE(prefill_plan({c10::kBFloat16, 96, true, true}, h).kernel());    // D: 64 or 128
   EXPECT_FALSE(prefill_plan({c10::kBFloat16, 256, true, true}, h).kernel());
-  EXPECT_FALSE(prefill_plan({c10::kBFloat16, 128, true, false}, h).kernel());  // 16-byte copies
+  EXPECT_FALSE(prefill_plan({c10::kBFloat16, 128, true, false}, h).kernel());  // unaligned, FP8 scales, o's dtype
   EXPECT_FALSE(prefill_plan({c10::kFloat, 128, true, true}, h).kernel());
   EXPECT_FALSE(prefill_plan({c10::kHalf, 128, true, true}, facts_for("sm_75", 7, 5)).kernel());  // no cp.async
   EXPECT_TRUE(prefill_plan({c10::kHalf, 96, true, true}, h).sources().empty());
 }
 
-TEST(PrefillCompiles, BothDtypesDimsAndMasksToCubinWithoutSpills) {
+TEST(PrefillCompiles, BothDtypesDimsAndLayoutsToCubinWithoutSpills) {
   tileops::jit::add_library_search_dir(TILEOPS_NVRTC_HINT_DIR);
   std::set<std::string> names;
   for (const auto& f : {facts_for("sm_80", 8, 0), facts_for("sm_90a", 9, 0)})
     for (c10::ScalarType dtype : {c10::kBFloat16, c10::kHalf})
       for (int dim : {64, 128})
-        for (bool causal : {false, true}) {
-          const auto sources = prefill_plan({dtype, dim, causal, true}, f).sources();
+        for (bool varlen : {false, true}) {
+          const auto sources = prefill_plan({dtype, dim, varlen, true}, f).sources();
           ASSERT_EQ(sources.size(), 1u);
           names.insert(sources[0].name);
           const auto cubin = tileops::jit::compile_to_cubin(strict(sources[0]));

@@ -1,12 +1,17 @@
-// Attention forward over whole sequences (MultiHeadAttentionFwdOp, GroupedQueryAttentionFwdOp) on
-// tensor cores, f16/bf16, head dim D of 64 or 128: o = softmax(q k^T * scale) v per batch and query
-// head, query head h reading KV head h / (H / H_kv), causal or not; q, k, v and o are [B, S, heads, D].
+// Attention forward over whole sequences on tensor cores, f16/bf16, head dim D of 64 or 128:
+// o = softmax(q k^T * scale) v per request and query head, query head h reading KV head h / (H / H_kv).
+// Requests are fixed-length ([B, S, heads, D]: request b's token t is row b * S + t) or packed
+// (VARLEN: rows cu[b] .. cu[b + 1] of [total, heads, D], the offsets read on the device and clamped to
+// the tensors' rows). Query i of a request sits at key position i + len_kv - len_q and attends key j
+// when j <= that position (causal), j >= position - left (left >= 0) and j <= position + right
+// (right >= 0); a row that attends nothing is zeros. Scores are optionally soft-capped,
+// softcap * tanh(s / softcap) (softcap > 0).
 //
 // A CTA takes 64 query rows of one (batch, head), kWarps warps of 16 rows each. The CTA streams the
 // head's 64-token tiles of K and V through a STAGES-deep cp.async pipeline in shared memory; every
 // warp reads each tile: S = Q K^T and O += P V are m16n8k16 MMAs with the queries held in
 // registers, and the softmax is online in float32, base 2, P rounded to T as FlashAttention does.
-// A causal CTA stops at its diagonal tile, the only one it masks (with the last, partial one).
+// A CTA reads only the tiles its rows' windows reach, and masks only the tiles on their edges.
 // Tiles of D-element rows store 16-byte chunk c of row r at chunk c ^ (r % 8), so that the 8 rows
 // an ldmatrix reads fall in distinct banks. The grid runs the last query tiles (a causal call's
 // longest) first. O is staged through the warp's rows of the query tile for 16-byte stores.
@@ -33,11 +38,12 @@ __device__ __forceinline__ int swizzle(int r, int c) {
 
 }  // namespace prefill
 
-template <typename T, int D, int STAGES, bool CAUSAL>
+template <typename T, int D, int STAGES, bool VARLEN>
 __global__ void __launch_bounds__(prefill::kThreads)
     attention_prefill_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                          T* __restrict__ o, int S, int heads, int kv_heads, int bh, int m_tiles,
-                          float scale_log2) {
+                          T* __restrict__ o, const int* __restrict__ cu_q, const int* __restrict__ cu_kv,
+                          int rows_q, int rows_kv, int heads, int kv_heads, int bh, int m_tiles, float scale,
+                          float softcap, int causal, int left, int right) {
   using namespace prefill;
   static_assert(D == 64 || D == 128, "D: 64 or 128 (the queries' and the output's fragments in registers)");
   static_assert(sizeof(T) == 2, "f16 or bf16");
@@ -54,12 +60,28 @@ __global__ void __launch_bounds__(prefill::kThreads)
   const int mt = m_tiles - 1 - bid / bh;  // the longest causal tiles first
   const int b = bid % bh / heads, h = bid % bh % heads;
   const int kvh = h / (heads / kv_heads);
+  // The request's rows: fixed lengths rows_q and rows_kv a request, or its packed offsets clamped to
+  // the tensors' rows_q and rows_kv rows.
+  long long q_start, kv_start;
+  int len_q, len_kv;
+  if constexpr (VARLEN) {
+    const int qs = min(max(cu_q[b], 0), rows_q), ks = min(max(cu_kv[b], 0), rows_kv);
+    q_start = qs, kv_start = ks;
+    len_q = min(max(cu_q[b + 1], qs), rows_q) - qs;
+    len_kv = min(max(cu_kv[b + 1], ks), rows_kv) - ks;
+  } else {
+    q_start = static_cast<long long>(b) * rows_q, kv_start = static_cast<long long>(b) * rows_kv;
+    len_q = rows_q, len_kv = rows_kv;
+  }
   const int q0 = mt * kRows;
+  if (q0 >= len_q) return;  // a packed request shorter than the grid's longest
+  const int shift = len_kv - len_q;  // query i's key position: i + shift
   const long long q_row = static_cast<long long>(heads) * D, kv_row = static_cast<long long>(kv_heads) * D;
-  const T* qb = q + (static_cast<long long>(b) * S) * q_row + h * D;
-  T* ob = o + (static_cast<long long>(b) * S) * q_row + h * D;
-  const T* kb = k + (static_cast<long long>(b) * S) * kv_row + kvh * D;
-  const T* vb = v + (static_cast<long long>(b) * S) * kv_row + kvh * D;
+  const T* qb = q + q_start * q_row + h * D;
+  T* ob = o + q_start * q_row + h * D;
+  const T* kb = k + kv_start * kv_row + kvh * D;
+  const T* vb = v + kv_start * kv_row + kvh * D;
+  const int S = len_q;
 
   // The CTA's queries (zeros past S): the oldest copy group, complete at the first wait.
   for (int idx = threadIdx.x; idx < kRows * CH; idx += kThreads) {
@@ -69,13 +91,18 @@ __global__ void __launch_bounds__(prefill::kThreads)
   }
   mma::commit();
 
-  const int last = CAUSAL ? min(S, q0 + kRows) : S;  // tokens the CTA reads: [0, last)
-  const int n_tiles = (last + kTile - 1) / kTile;
-  auto load = [&](int i) {  // tile i into stage i % STAGES, zeros past S
+  // Keys the CTA's rows reach: [lo, hi), as whole tiles from tile_lo.
+  const int pos_lo = q0 + shift, pos_hi = min(q0 + kRows, S) - 1 + shift;
+  int lo = left >= 0 ? max(pos_lo - left, 0) : 0, hi = len_kv;
+  if (causal) hi = min(hi, pos_hi + 1);
+  if (right >= 0) hi = min(hi, pos_hi + right + 1);
+  const int tile_lo = lo / kTile;
+  const int n_tiles = hi > lo ? (hi + kTile - 1) / kTile - tile_lo : 0;
+  auto load = [&](int i) {  // the CTA's tile i into stage i % STAGES, zeros past the keys
     T* sk = skv + (i % STAGES) * 2 * TILE;
     for (int idx = threadIdx.x; idx < kTile * CH; idx += kThreads) {
-      const int r = idx / CH, c = idx % CH, t = i * kTile + r;
-      const bool ok = t < S;
+      const int r = idx / CH, c = idx % CH, t = (tile_lo + i) * kTile + r;
+      const bool ok = t < len_kv;
       const long long off = (ok ? t : 0) * kv_row + c * 8;
       const unsigned dst = mma::smem_address(sk + swizzle<D>(r, c));
       mma::copy16(dst, kb + off, ok);
@@ -121,17 +148,23 @@ __global__ void __launch_bounds__(prefill::kThreads)
         mma::mma16816<T>(s[2 * j + 1], qf[kk], bk[2], bk[3]);
       }
 
-    const int t0 = i * kTile;
-    const bool masked = t0 + kTile > S || (CAUSAL && t0 + kTile - 1 > q0 + warp * 16);
+    const int t0 = (tile_lo + i) * kTile;
+    // The warp's rows' positions span [wp_lo, wp_lo + 15]: a tile inside every row's keys is unmasked.
+    const int wp_lo = q0 + warp * 16 + shift;
+    const bool masked = t0 + kTile > len_kv || (causal && t0 + kTile - 1 > wp_lo) ||
+                        (right >= 0 && t0 + kTile - 1 > wp_lo + right) || (left >= 0 && t0 < wp_lo + 15 - left);
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int j = 0; j < kTile / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = s[j][e] * scale_log2;
+        float x = s[j][e] * scale;
+        if (softcap > 0.f) x = softcap * tanhf(x / softcap);
+        x *= kLog2e;
         if (masked) {
-          const int t = t0 + j * 8 + lane % 4 * 2 + e % 2;
-          if (t >= S || (CAUSAL && t > row0 + e / 2 * 8)) x = neg_inf();
+          const int t = t0 + j * 8 + lane % 4 * 2 + e % 2, pos = row0 + e / 2 * 8 + shift;
+          if (t >= len_kv || (causal && t > pos) || (left >= 0 && t < pos - left) || (right >= 0 && t > pos + right))
+            x = neg_inf();
         }
         s[j][e] = x;
         mx[e / 2] = fmaxf(mx[e / 2], x);

@@ -1,5 +1,5 @@
-// MultiHeadAttentionFwdOp and GroupedQueryAttentionFwdOp on the nvrtc target (pending: the reference
-// serves CUDA by default).
+// Attention forward over whole sequences on the nvrtc target (pending: the reference serves CUDA by
+// default): each op's tensors and params as one layout, the plan, the launch and the registrations.
 #include "targets/nvrtc/attention/prefill.h"
 
 #include <ATen/core/Tensor.h>
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
@@ -17,27 +18,83 @@ namespace {
 
 namespace mha = tileops::ops::attention_multi_head_attention_fwd;
 namespace gqa = tileops::ops::attention_grouped_query_attention_fwd;
+namespace gqa_window = tileops::ops::attention_grouped_query_attention_sliding_window_fwd;
+namespace gqa_window_varlen = tileops::ops::attention_grouped_query_attention_sliding_window_varlen_fwd;
+namespace gqa_prefill = tileops::ops::attention_grouped_query_attention_prefill_fwd;
 
-// Both ops' views name their tensors alike: q [B, S, H, D], k and v [B, S, H_kv, D], o as q.
+// One call as the kernel reads it: fixed-length requests ([B, S, heads, D]; rows_q and rows_kv a
+// request) or packed ones (cu offsets into [total, heads, D]; rows_q and rows_kv the totals).
+struct PrefillLayout {
+  const at::Tensor *q, *k, *v, *o;
+  const at::Tensor *cu_q = nullptr, *cu_kv = nullptr;
+  int64_t batch, rows_q, rows_kv, max_q, heads, kv_heads, dim;
+  bool causal;
+  int64_t left = -1, right = -1;
+  std::optional<double> scale, softcap;
+  bool plain = true;  // no FP8 scales, o in q's dtype: what the kernel takes
+};
+
 template <class View>
+PrefillLayout fixed_layout(const View& v) {
+  const at::Tensor& q = v.q();
+  PrefillLayout L{&q, &v.k(), &v.v(), &v.o()};
+  L.batch = q.size(0), L.rows_q = L.max_q = q.size(1), L.rows_kv = v.k().size(1);
+  L.heads = q.size(2), L.kv_heads = v.k().size(2), L.dim = q.size(3), L.causal = v.is_causal();
+  return L;
+}
+
+template <class View>
+PrefillLayout packed_layout(const View& v, const at::Tensor& cu_kv) {
+  const at::Tensor& q = v.q();
+  PrefillLayout L{&q, &v.k(), &v.v(), &v.o(), &v.cu_seqlens_q(), &cu_kv};
+  L.batch = v.cu_seqlens_q().size(0) - 1, L.rows_q = q.size(0), L.rows_kv = v.k().size(0);
+  L.max_q = v.max_seqlen_q(), L.heads = q.size(1), L.kv_heads = v.k().size(1), L.dim = q.size(2);
+  L.causal = v.is_causal(), L.left = v.window_size_left(), L.right = v.window_size_right();
+  return L;
+}
+
+template <class View>
+PrefillLayout layout(const OpCall& call) {
+  const View v(call);
+  if constexpr (std::is_same_v<View, mha::View> || std::is_same_v<View, gqa::View>) {
+    return fixed_layout(v);
+  } else if constexpr (std::is_same_v<View, gqa_window::View>) {
+    PrefillLayout L = fixed_layout(v);
+    L.left = v.window_size_left(), L.right = v.window_size_right();
+    return L;
+  } else if constexpr (std::is_same_v<View, gqa_window_varlen::View>) {
+    return packed_layout(v, v.cu_seqlens_k());
+  } else {
+    PrefillLayout L = packed_layout(v, v.cu_seqlens_kv());
+    L.scale = v.sm_scale(), L.softcap = v.softcap();
+    L.plain = !v.q_scale() && !v.k_scale() && !v.v_scale() && v.o().scalar_type() == v.q().scalar_type();
+    return L;
+  }
+}
+
 class PrefillKernel final : public Kernel {
  public:
-  PrefillKernel(LoadedKernel k, PrefillSpec s) : k_(std::move(k)), s_(std::move(s)) {}
+  PrefillKernel(LoadedKernel k, PrefillSpec s, PrefillLayout (*read)(const OpCall&))
+      : k_(std::move(k)), s_(std::move(s)), read_(read) {}
   void launch(const OpCall& call) const override {
-    const View v(call);
-    const at::Tensor &q = v.q(), &k = v.k();
-    const int64_t batch = q.size(0), seq = q.size(1), heads = q.size(2), kv_heads = k.size(2);
-    if (batch == 0 || seq == 0 || heads == 0) return;  // nothing to write
-    const int64_t m_tiles = (seq + kPrefillRows - 1) / kPrefillRows;
-    TORCH_CHECK(batch * heads * m_tiles <= 0x7fffffffLL && batch * seq * heads * s_.dim <= (1LL << 62),
-                call.op_name, ": too many query tiles for one launch");
-    TORCH_CHECK(seq <= 0x7fffffffLL, call.op_name, ": the sequence must fit 32 bits for the nvrtc kernel");
-    const void *qp = q.const_data_ptr(), *kp = k.const_data_ptr(), *vp = v.v().const_data_ptr();
-    void* op = v.o().mutable_data_ptr();
-    int S = static_cast<int>(seq), H = static_cast<int>(heads), Hkv = static_cast<int>(kv_heads),
-        bh = static_cast<int>(batch * heads), mt = static_cast<int>(m_tiles);
-    float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(s_.dim)));
-    void* args[] = {&qp, &kp, &vp, &op, &S, &H, &Hkv, &bh, &mt, &scale_log2};
+    const PrefillLayout L = read_(call);
+    if (L.batch <= 0 || L.max_q <= 0 || L.heads == 0 || L.o->numel() == 0) return;  // nothing to write
+    const int64_t m_tiles = (L.max_q + kPrefillRows - 1) / kPrefillRows;
+    TORCH_CHECK(L.batch * L.heads * m_tiles <= 0x7fffffffLL, call.op_name, ": too many query tiles for one launch");
+    TORCH_CHECK(std::max(L.rows_q, L.rows_kv) <= 0x7fffffffLL, call.op_name,
+                ": the sequences must fit 32 bits for the nvrtc kernel");
+    const void *qp = L.q->const_data_ptr(), *kp = L.k->const_data_ptr(), *vp = L.v->const_data_ptr();
+    const void* cq = L.cu_q ? L.cu_q->const_data_ptr() : nullptr;
+    const void* ck = L.cu_kv ? L.cu_kv->const_data_ptr() : nullptr;
+    void* op = L.o->mutable_data_ptr();
+    int rows_q = static_cast<int>(L.rows_q), rows_kv = static_cast<int>(L.rows_kv), H = static_cast<int>(L.heads),
+        Hkv = static_cast<int>(L.kv_heads), bh = static_cast<int>(L.batch * L.heads), mt = static_cast<int>(m_tiles),
+        causal = L.causal ? 1 : 0, left = static_cast<int>(std::max<int64_t>(std::min<int64_t>(L.left, 1 << 30), -1)),
+        right = static_cast<int>(std::max<int64_t>(std::min<int64_t>(L.right, 1 << 30), -1));
+    float scale = static_cast<float>(L.scale.value_or(1.0 / std::sqrt(static_cast<double>(L.dim))));
+    float softcap = static_cast<float>(L.softcap.value_or(0.0));
+    void* args[] = {&qp, &kp, &vp, &op, &cq, &ck, &rows_q, &rows_kv, &H, &Hkv, &bh, &mt, &scale, &softcap,
+                    &causal, &left, &right};
     nvrtc::launch(k_, static_cast<unsigned>(bh * m_tiles), kPrefillThreads,
                   static_cast<unsigned>(prefill_smem_bytes(s_.dim, s_.stages)), args);
   }
@@ -45,6 +102,7 @@ class PrefillKernel final : public Kernel {
  private:
   LoadedKernel k_;
   PrefillSpec s_;
+  PrefillLayout (*read_)(const OpCall&);
 };
 
 template <class View>
@@ -52,22 +110,28 @@ struct PrefillFamily {
   using Problem = PrefillProblem;
   using Spec = PrefillSpec;
   Problem problem(const OpCall& call) const {
-    const View v(call);
-    const at::Tensor& q = v.q();
-    const bool aligned = access_width({q.const_data_ptr(), v.k().const_data_ptr(), v.v().const_data_ptr(),
-                                       v.o().const_data_ptr()}, 1) == 16;
-    return {q.scalar_type(), q.size(3), v.is_causal(), aligned};
+    const PrefillLayout L = layout<View>(call);
+    const bool aligned = access_width({L.q->const_data_ptr(), L.k->const_data_ptr(), L.v->const_data_ptr(),
+                                       L.o->const_data_ptr()}, 1) == 16;
+    return {L.q->scalar_type(), L.dim, L.cu_q != nullptr, aligned && L.plain};
   }
   Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return prefill_plan(q, dev); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     if (!s.kernel()) return declined_kernel();
     allow_dynamic_smem(k[0], prefill_smem_bytes(s.dim, s.stages), dev);
-    return std::make_shared<PrefillKernel<View>>(std::move(k[0]), s);
+    return std::make_shared<PrefillKernel>(std::move(k[0]), s, &layout<View>);
   }
 };
 
-KernelBuilder mha_prefill_builder() { return spec_builder(PrefillFamily<mha::View>{}); }
-KernelBuilder gqa_prefill_builder() { return spec_builder(PrefillFamily<gqa::View>{}); }
+template <class View>
+KernelBuilder prefill_builder() {
+  return spec_builder(PrefillFamily<View>{});
+}
+KernelBuilder mha_prefill_builder() { return prefill_builder<mha::View>(); }
+KernelBuilder gqa_prefill_builder() { return prefill_builder<gqa::View>(); }
+KernelBuilder gqa_window_prefill_builder() { return prefill_builder<gqa_window::View>(); }
+KernelBuilder gqa_window_varlen_prefill_builder() { return prefill_builder<gqa_window_varlen::View>(); }
+KernelBuilder gqa_packed_prefill_builder() { return prefill_builder<gqa_prefill::View>(); }
 
 }  // namespace
 
@@ -77,19 +141,19 @@ PrefillSpec prefill_plan(const PrefillProblem& q, const DeviceFacts& dev) {
   const bool half = q.dtype == c10::kHalf || q.dtype == c10::kBFloat16;
   const int stages = q.dim == 64 ? 3 : 2;  // two CTAs an SM at D = 128 on sm_80's 164 KB too
   // the m16n8k16 MMA and cp.async need sm_80
-  if (!half || !q.aligned || (q.dim != 64 && q.dim != 128) || dev.sm() < 80 ||
+  if (!half || !q.ok || (q.dim != 64 && q.dim != 128) || dev.sm() < 80 ||
       prefill_smem_bytes(static_cast<int>(q.dim), stages) > dev.max_smem_optin)
-    return {q.dtype, 0, 0, q.causal, ""};
-  return {q.dtype, static_cast<int>(q.dim), stages, q.causal, dev.arch};
+    return {q.dtype, 0, 0, q.varlen, ""};
+  return {q.dtype, static_cast<int>(q.dim), stages, q.varlen, dev.arch};
 }
 
 std::vector<jit::KernelSource> PrefillSpec::sources() const {
   if (!kernel()) return {};
   const std::string name = std::string("attention_prefill_fwd__") + short_type_name(dtype) + "__d" +
-                           std::to_string(dim) + "__s" + std::to_string(stages) + (causal ? "__causal" : "") + "__" +
+                           std::to_string(dim) + "__s" + std::to_string(stages) + (varlen ? "__varlen" : "") + "__" +
                            arch;
   const std::string expr = std::string("tileops::attention_prefill_fwd<") + kernel_type_name(dtype) + ", " +
-                           std::to_string(dim) + ", " + std::to_string(stages) + ", " + (causal ? "true" : "false") +
+                           std::to_string(dim) + ", " + std::to_string(stages) + ", " + (varlen ? "true" : "false") +
                            ">";
   return {make_source(name, "attention/prefill.cuh", expr, arch)};
 }
@@ -97,10 +161,13 @@ std::vector<jit::KernelSource> PrefillSpec::sources() const {
 std::string PrefillSpec::describe() const {
   if (!kernel()) return "attention_prefill_fwd (declined to the backstops)";
   return std::string("attention_prefill_fwd(dtype=") + short_type_name(dtype) + ", D=" + std::to_string(dim) +
-         ", stages=" + std::to_string(stages) + (causal ? ", causal" : "") + ")";
+         ", stages=" + std::to_string(stages) + (varlen ? ", packed requests" : "") + ")";
 }
 
 TILEOPS_PENDING_KERNEL(nvrtc, MultiHeadAttentionFwdOp, mha_prefill_builder);
 TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionFwdOp, gqa_prefill_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionSlidingWindowFwdOp, gqa_window_prefill_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionSlidingWindowVarlenFwdOp, gqa_window_varlen_prefill_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, GroupedQueryAttentionPrefillFwdOp, gqa_packed_prefill_builder);
 
 }  // namespace tileops::nvrtc

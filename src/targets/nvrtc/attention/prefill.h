@@ -1,7 +1,10 @@
-// Attention forward over whole sequences on the nvrtc target (pending): MultiHeadAttentionFwdOp and
-// GroupedQueryAttentionFwdOp as src/kernels/attention/prefill.cuh. The problem is the dtype, the head
-// dim, causality and whether every tensor allows 16-byte accesses; the spec adds the pipeline's
-// stages and the arch. Head dims other than 64 and 128 are declined to the backstops.
+// Attention forward over whole sequences on the nvrtc target (pending), src/kernels/attention/prefill.cuh:
+// MultiHeadAttentionFwdOp, GroupedQueryAttentionFwdOp and its sliding-window form (fixed-length
+// requests), GroupedQueryAttentionSlidingWindowVarlenFwdOp and GroupedQueryAttentionPrefillFwdOp
+// (packed requests). The problem is the dtype, the head dim, the layout and whether the kernel takes
+// the call (16-byte aligned tensors; no FP8 scales; o in q's dtype); the spec adds the pipeline's
+// stages and the arch. Masks, windows, scale and soft cap are launch arguments. Head dims other than
+// 64 and 128 are declined to the backstops.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -19,19 +22,19 @@ namespace tileops::nvrtc {
 struct PrefillProblem {
   c10::ScalarType dtype;
   int64_t dim;
-  bool causal;
-  bool aligned;  // q, k, v and o 16-byte aligned
-  TILEOPS_IDENTITY(PrefillProblem, dtype, dim, causal, aligned)
+  bool varlen;  // packed requests
+  bool ok;      // 16-byte aligned q, k, v and o; no FP8 scales; o in q's dtype
+  TILEOPS_IDENTITY(PrefillProblem, dtype, dim, varlen, ok)
 };
 
 struct PrefillSpec {
   c10::ScalarType dtype;
   int dim;     // 0: declined
   int stages;
-  bool causal;
+  bool varlen;
   std::string arch;
   bool kernel() const { return dim > 0; }
-  TILEOPS_IDENTITY(PrefillSpec, dtype, dim, stages, causal, arch)
+  TILEOPS_IDENTITY(PrefillSpec, dtype, dim, stages, varlen, arch)
   std::vector<jit::KernelSource> sources() const;  // attention_prefill_fwd, or none
   std::string describe() const;
 };
