@@ -13,6 +13,7 @@
 // Host side: src/targets/nvrtc/attention/decode.cpp.
 #pragma once
 #include "attention/decode.cuh"
+#include "attention/mma_softmax.cuh"
 #include "common/mma.cuh"
 
 namespace tileops {
@@ -155,26 +156,7 @@ decode_mma_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __rest
         s[j][e] = x;
         mx[e / 2] = fmaxf(mx[e / 2], x);
       }
-    float base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {  // the row's maximum over the quad holding it
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float mn = fmaxf(m[h], mx[h]);
-      base[h] = mn == decode_neg_inf() ? 0.f : mn;  // no token yet: every p is 0 either way
-      const float c = exp2f(m[h] - base[h]);
-      l[h] *= c;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) acc[n][2 * h] *= c, acc[n][2 * h + 1] *= c;
-      m[h] = mn;
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - base[e / 2]);
-        l[e / 2] += s[j][e];
-      }
+    mma::online_softmax_step(s, mx, m, l, acc);
     // S's accumulator layout is P's A-operand layout (k = the tile's tokens).
     const unsigned pa[4] = {mma::pack2<T>(s[0][0], s[0][1]), mma::pack2<T>(s[0][2], s[0][3]),
                             mma::pack2<T>(s[1][0], s[1][1]), mma::pack2<T>(s[1][2], s[1][3])};

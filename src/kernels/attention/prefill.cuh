@@ -18,6 +18,7 @@
 // Host side: src/targets/nvrtc/attention/prefill.cpp.
 #pragma once
 #include "common/dtypes.cuh"
+#include "attention/mma_softmax.cuh"
 #include "common/mma.cuh"
 
 namespace tileops {
@@ -169,26 +170,7 @@ __global__ void __launch_bounds__(prefill::kThreads)
         s[j][e] = x;
         mx[e / 2] = fmaxf(mx[e / 2], x);
       }
-    float base[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {  // the row's maximum over the quad holding it
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 1));
-      mx[hh] = fmaxf(mx[hh], __shfl_xor_sync(0xffffffffu, mx[hh], 2));
-      const float mn = fmaxf(m[hh], mx[hh]);
-      base[hh] = mn == neg_inf() ? 0.f : mn;  // no token yet: every p is 0 either way
-      const float c = exp2f(m[hh] - base[hh]);
-      l[hh] *= c;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) acc[n][2 * hh] *= c, acc[n][2 * hh + 1] *= c;
-      m[hh] = mn;
-    }
-#pragma unroll
-    for (int j = 0; j < kTile / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - base[e / 2]);
-        l[e / 2] += s[j][e];
-      }
+    mma::online_softmax_step(s, mx, m, l, acc);
 #pragma unroll
     for (int j = 0; j < kTile / 16; ++j) {
       // S's accumulator layout is P's A-operand layout (k = the tile's tokens 16j .. 16j + 15).
