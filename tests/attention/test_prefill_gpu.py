@@ -135,3 +135,11 @@ def test_packed_prefill_matches_float64(lens, scale, softcap):
         q.cuda(), k.cuda(), v.cuda(), cu_q.cuda(), cu_kv.cuda(), None, None, None, max_seqlen_q=max(lens[0]),
         max_seqlen_kv=max(lens[1]), sm_scale=scale, softcap=softcap, target="nvrtc")
     check_packed(o.cpu(), q, k, v, cu_q, cu_kv, True, torch.float16, scale=scale, softcap=softcap)
+
+
+def test_a_request_longer_than_max_seqlen_q_is_computed_whole():
+    # max_seqlen_q sizes the launch; the kernel's CTAs loop over a longer request's tiles
+    q, k, v, cu_q, cu_kv = packed([200, 5], [230, 5], 4, 4, 64, torch.bfloat16, seed=11)
+    o = ops.attention_grouped_query_attention_sliding_window_varlen_fwd(
+        q.cuda(), k.cuda(), v.cuda(), cu_q.cuda(), cu_kv.cuda(), max_seqlen_q=64, target="nvrtc")
+    check_packed(o.cpu(), q, k, v, cu_q, cu_kv, True, torch.bfloat16)
