@@ -32,6 +32,15 @@ TEST(MoeGemmPlan, KernelOrDeclined) {
   EXPECT_FALSE(moe_gemm_plan({c10::kHalf, false}, h).kernel());
   EXPECT_TRUE(moe_gemm_plan({c10::kHalf, false}, h).sources().empty());
   EXPECT_FALSE(moe_gemm_plan({c10::kHalf, true}, facts_for("sm_75", 7, 5)).kernel());  // no cp.async / bf16 MMA
+  // prefill-sized calls outside a capture go to cuBLASLt; the spec a capture gets is decode's
+  const int64_t bound = tileops::nvrtc::kMoeGemmMaxRowsPerExpert;
+  EXPECT_TRUE(moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu, bound}, h).kernel());
+  EXPECT_FALSE(moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu, 2 * bound}, h).kernel());
+  EXPECT_EQ(moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu, 2 * bound, true}, h),
+            moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu}, h));
+  tileops::nvrtc::Tuning wide;  // the sweep's key lets the one launch take every size
+  wide.moe_max_rows_per_expert = 1 << 20;
+  EXPECT_TRUE(moe_gemm_plan({c10::kBFloat16, true, tileops::kActSilu, 1024}, h, wide).kernel());
 }
 
 TEST(MoeGemmCompiles, BothDtypesAndGatesToCubinWithoutSpills) {

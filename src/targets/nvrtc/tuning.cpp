@@ -43,6 +43,8 @@ const std::vector<TuningKey>& tuning_keys() {
       {"gn_running_vecs_per_thread", &Tuning::gn_running_vecs_per_thread, 1, 8,
        "group/instance/batch norm rows with running stats: vectors a thread"},
       {"gn_cta_threads", &Tuning::gn_cta_threads, 32, 1024, "group/instance norm rows of a warp or less: threads a CTA", true},
+      {"moe_max_rows_per_expert", &Tuning::moe_max_rows_per_expert, 1, 1 << 20,
+       "MoE grouped GEMM / gate-up: most rows an expert on average the one launch serves outside a capture"},
   };
   return keys;
 }

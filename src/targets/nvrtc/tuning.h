@@ -37,6 +37,7 @@ struct Tuning {
   int gn_vecs_per_thread = 0;        // group/instance norm rows (input stats): vectors a thread
   int gn_running_vecs_per_thread = 0;  // the same with running stats (no reduction)
   int gn_cta_threads = 0;            // group/instance norm rows of a warp or less: threads a CTA
+  int moe_max_rows_per_expert = 0;   // MoE grouped GEMM: the one launch's bound outside a capture
 
   bool operator==(const Tuning& o) const;
 };

@@ -1,12 +1,14 @@
-// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target (pending: cuBLASLt serves CUDA by
-// default).
+// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target: decode sizes and captured calls;
+// cuBLASLt serves the rest.
 #include "targets/nvrtc/moe/moe_grouped_gemm.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <memory>
 
+#include "boundary/runtime.h"
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
 #include "tileops_generated/ops.h"
@@ -58,9 +60,13 @@ struct MoeGemmFamily {
     const View v(call);
     const at::Tensor &a = v.a(), &b = v.b();
     const bool aligned = access_width({a.const_data_ptr(), b.const_data_ptr()}, 1) == 16;
-    return {a.scalar_type(), moe_gemm_shape_ok(a.size(1), b.size(0), aligned), activation_of(v)};
+    const int64_t experts = std::max<int64_t>(b.size(0), 1);
+    int64_t per_expert = 1;
+    while (per_expert * experts < a.size(0)) per_expert *= 2;
+    return {a.scalar_type(), moe_gemm_shape_ok(a.size(1), b.size(0), aligned), activation_of(v), per_expert,
+            runtime::stream_is_capturing(call.device)};
   }
-  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning&) const { return moe_gemm_plan(q, dev); }
+  Spec plan(const Problem& q, const DeviceFacts& dev, const Tuning& t) const { return moe_gemm_plan(q, dev, t); }
   std::shared_ptr<const Kernel> make(const Spec& s, std::vector<LoadedKernel> k, const DeviceInfo& dev) const {
     if (!s.kernel()) return declined_kernel();
     allow_dynamic_smem(k[0], moe_gemm_smem_bytes(s.stages), dev);
@@ -79,9 +85,11 @@ bool moe_gemm_shape_ok(int64_t k, int64_t experts, bool aligned) {
   return k % 8 == 0 && aligned && experts <= kMoeGemmMaxExperts;
 }
 
-MoeGemmSpec moe_gemm_plan(const MoeGemmProblem& q, const DeviceFacts& dev) {
+MoeGemmSpec moe_gemm_plan(const MoeGemmProblem& q, const DeviceFacts& dev, const Tuning& tuning) {
+  const int64_t bound = tuning.moe_max_rows_per_expert ? tuning.moe_max_rows_per_expert : kMoeGemmMaxRowsPerExpert;
+  const bool served = q.capturing || q.per_expert <= bound;
   // the m16n8k16 MMA and cp.async need sm_80
-  if (!q.shape_ok || dev.sm() < 80 || moe_gemm_smem_bytes(kMoeGemmStages) > dev.max_smem_optin)
+  if (!q.shape_ok || !served || dev.sm() < 80 || moe_gemm_smem_bytes(kMoeGemmStages) > dev.max_smem_optin)
     return {q.dtype, 0, "", q.act};
   return {q.dtype, kMoeGemmStages, dev.arch, q.act};
 }
@@ -103,7 +111,7 @@ std::string MoeGemmSpec::describe() const {
          ", stages=" + std::to_string(stages) + ", runs read on the device)";
 }
 
-TILEOPS_PENDING_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
-TILEOPS_PENDING_KERNEL(nvrtc, MoeGateUpFwdOp, moe_gate_up_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
+TILEOPS_BUILTIN_KERNEL(nvrtc, MoeGateUpFwdOp, moe_gate_up_builder);
 
 }  // namespace tileops::nvrtc
