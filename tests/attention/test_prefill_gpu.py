@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import tileops
+from decode_oracle import bottom_right
 
 pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]
 tileops.load()
@@ -28,15 +29,7 @@ def float64_attention(q, k, v, causal, left=-1, right=-1, scale=None, softcap=No
     scores = qd @ kd.transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(d))
     if softcap:
         scores = softcap * torch.tanh(scores / softcap)
-    pos = torch.arange(s).unsqueeze(1) + n - s
-    j = torch.arange(n).unsqueeze(0)
-    keep = torch.ones(s, n, dtype=torch.bool)
-    if causal:
-        keep &= j <= pos
-    if left >= 0:
-        keep &= j >= pos - left
-    if right >= 0:
-        keep &= j <= pos + right
+    keep = bottom_right(s, n, causal, left, right)
     p = scores.masked_fill(~keep, float("-inf")).softmax(-1).nan_to_num(0.0)  # a row with no key: zeros
     return (p @ vd).transpose(1, 2), (p @ vd.abs()).transpose(1, 2)
 
