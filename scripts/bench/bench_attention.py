@@ -4,10 +4,11 @@ chosen target (default nvrtc, the split-KV kernels), beside torch's scaled_dot_p
 (eager and compiled, GQA through enable_gqa; the paged rows gather nothing for torch: it reads the
 same tokens contiguous; MLA as one KV head of the concatenated latent and rope dims, the latent as
 value) and a device copy of the KV bytes the op must read; and the forward over whole sequences
-(GroupedQueryAttentionFwdOp, MultiHeadAttentionFwdOp: TFLOPS beside SDPA's fastest backend, a copy of
-q, k, v and o). A benchmark, not a test.
+(GroupedQueryAttentionFwdOp, MultiHeadAttentionFwdOp, the sliding-window op, the packed prefill with
+requests of one length: TFLOPS over the attended pairs beside SDPA, a copy of q, k, v and o). A benchmark, not a test.
     python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T] [--ops A,B]
-    (--ops GroupedQueryAttentionFwdOp,MultiHeadAttentionFwdOp for the forward over whole sequences)
+    (--ops GroupedQueryAttentionFwdOp,MultiHeadAttentionFwdOp,GroupedQueryAttentionSlidingWindowFwdOp,
+     GroupedQueryAttentionPrefillFwdOp for the forward over whole sequences)
 """
 from __future__ import annotations
 
@@ -124,21 +125,50 @@ def mla_rows(target: str, quick: bool) -> list[dict]:
     return rows
 
 
-def sdpa_bshd(q, k, v, causal):
-    """[B, S, H, D] tensors through SDPA's [B, H, S, D] (what a user writes; flash or cuDNN underneath)."""
-    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal,
-                                       enable_gqa=True)
+def sdpa_bshd(q, k, v, causal, mask=None):
+    """[B, S, H, D] tensors through SDPA's [B, H, S, D] (what a user writes; flash or cuDNN underneath,
+    a memory-efficient kernel with a mask)."""
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                       is_causal=causal, enable_gqa=True)
     return o.transpose(1, 2)
 
 
+def window_mask(s: int, causal: bool, left: int, right: int) -> torch.Tensor:
+    """[S, S] bool: token i attends key j (the manifest's rule; -1 leaves a side open)."""
+    i, j = torch.arange(s, device="cuda")[:, None], torch.arange(s, device="cuda")[None, :]
+    keep = torch.ones(s, s, dtype=torch.bool, device="cuda")
+    if causal:
+        keep &= j <= i
+    if left >= 0:
+        keep &= j >= i - left
+    if right >= 0:
+        keep &= j <= i + right
+    return keep
+
+
 def prefill_rows(op_class: str, target: str, quick: bool) -> list[dict]:
+    """The forward over whole sequences, [B, S, H, D] (the sliding-window op: SDPA with the window as
+    a mask; the packed op: requests of one length, so SDPA reads them as a batch)."""
+    packed = op_class == "GroupedQueryAttentionPrefillFwdOp"
     fn = {"GroupedQueryAttentionFwdOp": ops.attention_grouped_query_attention_fwd,
-          "MultiHeadAttentionFwdOp": ops.attention_multi_head_attention_fwd}[op_class]
+          "MultiHeadAttentionFwdOp": ops.attention_multi_head_attention_fwd,
+          "GroupedQueryAttentionSlidingWindowFwdOp": ops.attention_grouped_query_attention_sliding_window_fwd,
+          "GroupedQueryAttentionPrefillFwdOp": ops.attention_grouped_query_attention_prefill_fwd}[op_class]
     rows = []
     for w in harness.manifest_workloads("attention", op_class)[: 2 if quick else None]:
-        b, s, h, d = w["q"]
-        h_kv = w.get("k", w["q"])[2]
-        causal = w.get("params", {}).get("is_causal", True)
+        params = dict(w.get("params", {}))
+        if packed:
+            if w.get("q_scale") is not None or params.get("softcap") is not None:
+                continue  # FP8 scales and softcap: SDPA has neither
+            (total, h, d), h_kv, b = w["q"], w["k"][1], w["cu_seqlens_q"][0] - 1
+            s = total // b
+        else:
+            b, s, h, d = w["q"]
+            h_kv = w.get("k", w["q"])[2]
+        causal = params.get("is_causal", True)
+        left, right = params.get("window_size_left", -1), params.get("window_size_right", -1)
+        mask = window_mask(s, causal, left, right)
+        windowed = left >= 0 or right >= 0
         for dname in w["dtypes"]:
             dtype = harness.DTYPES[dname]
             nbytes = (2 * b * s * h * d + 2 * b * s * h_kv * d) * dtype.itemsize
@@ -147,14 +177,28 @@ def prefill_rows(op_class: str, target: str, quick: bool) -> list[dict]:
             ks = [torch.randn(b, s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
             vs = [torch.randn(b, s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
             flat = [torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+            cu = torch.arange(b + 1, device="cuda", dtype=torch.int32) * s
+
+            def ours(i):
+                if packed:
+                    rows_of = lambda t: t.view(b * s, *t.shape[2:])  # noqa: E731
+                    return lambda: fn(rows_of(qs[i]), rows_of(ks[i]), rows_of(vs[i]), cu, cu, None, None, None,
+                                      **params, target=target)
+                return lambda: fn(qs[i], ks[i], vs[i], **params, target=target)
+
+            def peer(f):
+                if windowed:
+                    return lambda i: (lambda: f(qs[i], ks[i], vs[i], False, mask))
+                return lambda i: (lambda: f(qs[i], ks[i], vs[i], causal))
+
             compiled = harness.compiled(sdpa_bshd)
             row = harness.measure(w["name"], f"{b}x{s}x{h}/{h_kv}x{d}", dtype, nbytes, n_sets, {
-                "ours": lambda i: (lambda: fn(qs[i], ks[i], vs[i], is_causal=causal, target=target)),
-                "eager": lambda i: (lambda: sdpa_bshd(qs[i], ks[i], vs[i], causal)),
-                "compile": lambda i: (lambda: compiled(qs[i], ks[i], vs[i], causal)),
+                "ours": ours,
+                "eager": peer(sdpa_bshd),
+                "compile": peer(compiled),
                 "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
             })
-            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            flops = 4 * b * h * d * int(mask.sum())
             row["op"], row["tflops"] = op_class, flops / (row["ours_us"] * 1e-6) / 1e12
             rows.append(row)
             del qs, ks, vs, flat
@@ -175,7 +219,8 @@ def main():
               "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": gqa_paged_rows,
               "MultiHeadLatentAttentionDecodeWithKVCacheFwdOp": mla_rows}
     rows = {op: fn(args.target, args.quick) for op, fn in tables.items() if op in args.ops.split(",")}
-    for op in ("GroupedQueryAttentionFwdOp", "MultiHeadAttentionFwdOp"):
+    for op in ("GroupedQueryAttentionFwdOp", "MultiHeadAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
+               "GroupedQueryAttentionPrefillFwdOp"):
         if op in args.ops.split(","):
             rows[op] = prefill_rows(op, args.target, args.quick)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
