@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -78,8 +79,9 @@ class PrefillKernel final : public Kernel {
       : k_(std::move(k)), s_(std::move(s)), read_(read) {}
   void launch(const OpCall& call) const override {
     const PrefillLayout L = read_(call);
-    if (L.batch <= 0 || L.max_q <= 0 || L.heads == 0 || L.o->numel() == 0) return;  // nothing to write
-    const int64_t m_tiles = (L.max_q + kPrefillRows - 1) / kPrefillRows;
+    if (L.batch <= 0 || L.heads == 0 || L.o->numel() == 0) return;  // nothing to write
+    // At least one query tile a request: its CTA walks a request longer than max_seqlen_q says.
+    const int64_t m_tiles = std::max<int64_t>(1, (L.max_q + kPrefillRows - 1) / kPrefillRows);
     TORCH_CHECK(L.batch * L.heads * m_tiles <= 0x7fffffffLL, call.op_name, ": too many query tiles for one launch");
     TORCH_CHECK(std::max(L.rows_q, L.rows_kv) <= 0x7fffffffLL, call.op_name,
                 ": the sequences must fit 32 bits for the nvrtc kernel");
