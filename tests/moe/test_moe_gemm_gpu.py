@@ -1,7 +1,7 @@
 """MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on a CUDA GPU against float64 formulas written here: the
-nvrtc target's one-launch grouped GEMM (the runs read on the device, replayable in a CUDA graph; it
-serves decode sizes and captured calls) and the cublaslt target (one cuBLASLt GEMM an expert's run of
-rows, the runs read on the host; it serves the rest). Runs out of expert order, rows no expert covers
+cublaslt target (what serves CUDA: one cuBLASLt GEMM an expert's run of rows, the runs read on the host)
+and the nvrtc target's one-launch grouped GEMM (pending: the runs read on the device, replayable in a
+CUDA graph; decode sizes and captured calls, the rest declined to cuBLASLt). Runs out of expert order, rows no expert covers
 (zeros), empty experts, odd n and k, both 16-bit dtypes and both activations."""
 import math
 
@@ -86,7 +86,7 @@ def assert_gate_up_within_one_rounding(c, a, b, sizes, offsets, activation, dtyp
     assert ((c.double() - want).abs() <= HALF_ULP[dtype] * want.abs() + carried + 1e-6 * want.abs() + 1e-7).all()
 
 
-@pytest.mark.parametrize("target", ["cublaslt", "nvrtc"])
+@pytest.mark.parametrize("target", ["cublaslt", pytest.param("nvrtc", marks=pytest.mark.unverified_gpu)])
 def test_the_reference_and_the_cuda_targets_agree_on_a_deepseek_sized_decode_step(target):
     # 64 experts of 7168 -> 2 x 256, 512 routed rows unevenly spread
     g = torch.Generator().manual_seed(3)
@@ -100,8 +100,9 @@ def test_the_reference_and_the_cuda_targets_agree_on_a_deepseek_sized_decode_ste
     assert ((got - ref).abs() <= 2 * 2.0 ** -8 * ref.abs() + 1e-4).all()
 
 
-# --- the nvrtc target's one-launch kernel, the runs read on the device ----------------------------
+# --- the nvrtc target's one-launch kernel (pending), the runs read on the device ------------------
 
+@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("runs", RUNS + [BIG])
 @pytest.mark.parametrize("n,k", [(8, 32), (200, 136), (256, 512)])
@@ -111,6 +112,7 @@ def test_nvrtc_grouped_gemm_matches_float64_per_run(dtype, runs, n, k):
     assert_runs_within_one_rounding(c, a, b, sizes, offsets, dtype)
 
 
+@pytest.mark.unverified_gpu
 def test_nvrtc_grouped_gemm_declines_odd_k_to_cublaslt():
     a, b, sizes, offsets = inputs(RUNS[1], 24, 36, torch.bfloat16, seed=5)  # K % 8 != 0
     args = cuda(a, b, sizes, offsets)
@@ -118,6 +120,7 @@ def test_nvrtc_grouped_gemm_declines_odd_k_to_cublaslt():
                        ops.moe_grouped_gemm_nopad_fwd(*args, target="cublaslt"))
 
 
+@pytest.mark.unverified_gpu
 def test_nvrtc_grouped_gemm_replays_in_a_cuda_graph_with_new_runs():
     # the runs are read on the device: a graph captured once serves a later routing
     a, b, sizes, offsets = inputs(([5, 0, 9], [0, 5, 5], 14), 64, 128, torch.bfloat16, seed=6)
@@ -136,6 +139,7 @@ def test_nvrtc_grouped_gemm_replays_in_a_cuda_graph_with_new_runs():
     assert got[7].eq(0).all() and got[11].eq(0).all()
 
 
+@pytest.mark.unverified_gpu
 @pytest.mark.parametrize("activation", ["silu_and_mul", "gelu_and_mul"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("runs", RUNS + [BIG])
@@ -151,31 +155,31 @@ def test_nvrtc_gate_up_matches_float64_with_one_rounding(activation, dtype, runs
     assert c[~covered].eq(0).all()
 
 
-# --- who serves a call that names no target -------------------------------------------------------
+# --- which sizes the nvrtc plan takes ----------------------------------------------------------------
 
 @pytest.mark.unverified_gpu
-def test_default_serves_decode_sizes_on_nvrtc_and_prefill_sizes_on_cublaslt():
+def test_nvrtc_takes_decode_sizes_and_declines_prefill_sizes_to_cublaslt():
     small = cuda(*inputs(([20, 9, 0, 30], [0, 20, 29, 29], 59), 64, 128, torch.bfloat16, seed=8))  # 15 an expert
     big = cuda(*inputs(([70, 60, 10, 20], [0, 70, 130, 140], 160), 64, 128, torch.bfloat16, seed=9))  # 40
     for fn in (ops.moe_grouped_gemm_nopad_fwd, ops.moe_gate_up_fwd):
         tileops.clear_kernel_caches()
         tileops.reset_counters()
-        assert torch.equal(fn(*big), fn(*big, target="cublaslt"))
+        assert torch.equal(fn(*big, target="nvrtc"), fn(*big, target="cublaslt"))
         assert tileops.counters()["module_loads"] == 0  # cuBLASLt's GEMMs: no NVRTC module
-        assert torch.equal(fn(*small), fn(*small, target="nvrtc"))
+        fn(*small, target="nvrtc")
         assert tileops.counters()["module_loads"] == 1  # the one-launch kernel
 
 
 @pytest.mark.unverified_gpu
-def test_a_capture_serves_prefill_sizes_on_nvrtc():
+def test_nvrtc_takes_prefill_sizes_under_capture():
     # cuBLASLt reads the runs on the host, which a capture forbids: the one launch takes any size there
     a, b, sizes, offsets = inputs(([70, 60, 10, 20], [0, 70, 130, 140], 160), 128, 128, torch.bfloat16, seed=10)
     ca, cb, cs, co = cuda(a, b, sizes, offsets)
     two_each = torch.tensor([2, 2, 2, 2], dtype=torch.int32, device="cuda")
-    ops.moe_gate_up_fwd(ca[:8], cb, two_each, two_each.cumsum(0, dtype=torch.int32) - 2)  # builds the kernel
+    ops.moe_gate_up_fwd(ca[:8], cb, two_each, two_each.cumsum(0, dtype=torch.int32) - 2, target="nvrtc")
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        c = ops.moe_gate_up_fwd(ca, cb, cs, co)
+        c = ops.moe_gate_up_fwd(ca, cb, cs, co, target="nvrtc")
     g.replay()
     torch.cuda.synchronize()
     assert_gate_up_within_one_rounding(c.cpu(), a, b, sizes, offsets, "silu_and_mul", torch.bfloat16)

@@ -16,7 +16,8 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "GroupedQueryAttentionBwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
                      "GroupedQueryAttentionFwdOp", "GroupedQueryAttentionSlidingWindowFwdOp",
                      "MoePermuteAlignFwdOp", "MoePermuteNopadFwdOp", "MoeUnpermuteFwdOp",
-                     "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
+                     "FusedMoEExpertsNopadPersistent3WGFwdOp",
+                     "FusedMoeFwdOp", "EngramGateConvFwdOp", "EngramGateConvBwdOp", "EngramDecodeFwdOp",
                      "FFTC2CFwdOp", "MHCPreFwdOp", "MHCPostFwdOp", "Conv1dFwdOp", "Conv2dFwdOp", "Conv3dFwdOp",
                      "BmmFp8KNFwdOp", "BmmFp8NKFwdOp",
                      "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeLlama31FwdOp", "RopeYarnFwdOp", "RopeLongRopeFwdOp",
@@ -26,8 +27,7 @@ REFERENCE_ON_CUDA = {"BmmFp8FwdOp", "CBProducerFwdOp", "DeltaNetDecodeFwdOp", "G
                      "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp", "FP8LightningIndexerFwdOp"}
 
 
-CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp", "GroupedGemmFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp",
-                    "FusedMoeFwdOp"}
+CUBLASLT_ON_CUDA = {"GemmFwdOp", "BmmFwdOp", "GroupedGemmFwdOp", "MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp"}
 
 
 def test_every_op_with_a_boundary_is_served_on_cpu_and_cuda():
@@ -71,13 +71,13 @@ def test_ops_md_says_what_the_registry_says():
 def test_gemm_is_served_by_cublaslt_and_fp8_gemm_by_nvrtc():
     serving = {e["class"]: e["serving"] for e in tileops.op_table()}
     for cls in sorted(CUBLASLT_ON_CUDA):
-        assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": []}, cls
+        # MoE's one-launch grouped GEMM and gate-up (runs read on the device) wait for their GPU run
+        pending = ["nvrtc"] if cls in ("MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp") else []
+        assert serving[cls] == {"cpu": "reference", "cuda": "cublaslt", "pending": pending}, cls
     # block scales on nvrtc's tensor-core kernel; it declines per-tensor ones to cuBLASLt, a backstop
     assert serving["GemmFp8FwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}
     # W4A16: nvrtc's decode kernel, declining prefill sizes to cuBLASLt (one dequantising pass, one GEMM)
     assert serving["GemmW4A16FwdOp"] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}
-    # MoE's grouped GEMM and gate-up: nvrtc's one launch (the runs read on the device) for decode sizes
-    # and captured calls, declining prefill sizes to cuBLASLt
-    for cls in ("MoeGroupedGemmNopadFwdOp", "MoeGateUpFwdOp"):
-        assert serving[cls] == {"cpu": "reference", "cuda": "nvrtc", "pending": []}, cls
-    assert not [p for p in tileops.pending() if p[1] == "cublaslt"]
+    # the fused MoE layers on cuBLASLt (both GEMMs a run an expert) wait for their GPU run
+    assert sorted(p for p in tileops.pending() if p[1] == "cublaslt") == [
+        ("FusedMoEExpertsNopadPersistent3WGFwdOp", "cublaslt"), ("FusedMoeFwdOp", "cublaslt")]

@@ -1,7 +1,6 @@
 // GemmFwdOp, BmmFwdOp, GemmFp8FwdOp, GemmW4A16FwdOp (its weight dequantised first by an NVRTC kernel),
 // GroupedGemmFwdOp (a run of rows at a time), MoE's grouped GEMM and gate-up projection (a run an
-// expert: the backstop of nvrtc's one launch for prefill sizes) and the fused MoE layers (both GEMMs a
-// run an expert) on the cublaslt target: one
+// expert) and, pending, the fused MoE layers (both GEMMs a run an expert) on the cublaslt target: one
 // cublasLtMatmul per product, planned once per (dtypes, layout flags, operand alignments, batch, M, N,
 // K, device).
 //
@@ -558,8 +557,8 @@ KernelBuilder fused_moe_experts_builder() {
   return fused_experts_builder<moe_experts::View>(moe_experts::kName, "fused_moe_experts", false);
 }
 KernelBuilder fused_moe_builder() { return fused_experts_builder<moe_fused::View>(moe_fused::kName, "fused_moe", true); }
-TILEOPS_BUILTIN_KERNEL(cublaslt, FusedMoEExpertsNopadPersistent3WGFwdOp, fused_moe_experts_builder);
-TILEOPS_BUILTIN_KERNEL(cublaslt, FusedMoeFwdOp, fused_moe_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, FusedMoEExpertsNopadPersistent3WGFwdOp, fused_moe_experts_builder);
+TILEOPS_PENDING_KERNEL(cublaslt, FusedMoeFwdOp, fused_moe_builder);
 
 }  // namespace
 }  // namespace tileops::cublaslt

@@ -1,5 +1,5 @@
-// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target: decode sizes and captured calls;
-// cuBLASLt serves the rest.
+// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target (pending: cuBLASLt serves CUDA by
+// default): decode sizes and captured calls, declining the rest to cuBLASLt.
 #include "targets/nvrtc/moe/moe_grouped_gemm.h"
 
 #include <ATen/core/Tensor.h>
@@ -111,7 +111,7 @@ std::string MoeGemmSpec::describe() const {
          ", stages=" + std::to_string(stages) + ", runs read on the device)";
 }
 
-TILEOPS_BUILTIN_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
-TILEOPS_BUILTIN_KERNEL(nvrtc, MoeGateUpFwdOp, moe_gate_up_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, MoeGroupedGemmNopadFwdOp, moe_gemm_builder);
+TILEOPS_PENDING_KERNEL(nvrtc, MoeGateUpFwdOp, moe_gate_up_builder);
 
 }  // namespace tileops::nvrtc

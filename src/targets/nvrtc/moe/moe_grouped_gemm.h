@@ -1,4 +1,4 @@
-// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target:
+// MoeGroupedGemmNopadFwdOp and MoeGateUpFwdOp on the nvrtc target (pending):
 // src/kernels/moe/moe_grouped_gemm.cuh, one launch with the expert runs read on the device (capturable
 // in a CUDA graph) for decode-sized calls; calls it does not take, and prefill-sized ones outside a
 // capture, are declined to the backstops (cuBLASLt). The spec is the
