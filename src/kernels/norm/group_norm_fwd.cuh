@@ -5,7 +5,7 @@
 //
 // Accesses are VEC elements wide and VEC divides HW, so a vector never straddles two channels: a row is
 // D * hv vectors, hv = HW / VEC, and vector k of a row lies in the group's channel k / hv. The host
-// side (src/targets/nvrtc/norm/group_norm_plan.cpp) picks a kernel and its template arguments:
+// side (src/targets/nvrtc/norm/group_norm.cpp) picks a kernel and its template arguments:
 //  - group_norm_fwd_rows: TPR threads a row, ROWS rows a CTA. CACHE > 0: the row stays in registers
 //    (at most CACHE vectors a thread) and mean and variance are two exact passes over them. CACHE == 0:
 //    each thread's (count, mean, M2) over its part of the row, merged by Chan's rule, then the row is

@@ -9,7 +9,7 @@
 // VEC-wide accesses t, t + TPR, ... of it. With PER_THREAD > 0 the row stays in registers between
 // the absmax and the quantised store (one read of x); PER_THREAD == 0 reads the row twice (rows too
 // long for registers; the second read mostly hits L1/L2).
-// Host side (src/targets/nvrtc/quantization/fp8_quant_fwd.cpp) picks the template arguments and
+// Host side (src/targets/nvrtc/quantization/fp8_quant.cpp) picks the template arguments and
 // requires n % VEC == 0 and x, q aligned to one access (VEC * sizeof(T) and VEC bytes).
 #pragma once
 #include "common/dtypes.cuh"

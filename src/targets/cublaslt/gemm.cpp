@@ -28,10 +28,8 @@
 #include "targets/cublaslt/cublaslt_library.h"
 #include "targets/nvrtc/gemm/w4a16.h"
 #include "targets/nvrtc/nvrtc_target.h"
-#include "targets/reference/gemm_fp8.h"
-#include "targets/reference/gemm_grouped.h"
-#include "targets/reference/gemm_w4a16.h"
-#include "targets/reference/moe_runs.h"
+#include "targets/reference/gemm.h"
+#include "targets/reference/moe.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::cublaslt {

@@ -24,7 +24,7 @@
 #include "targets/builtin.h"
 #include "targets/reference/attention.h"
 #include "targets/reference/reference.h"
-#include "targets/reference/rope_neox.h"
+#include "targets/reference/position.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::reference {

@@ -13,9 +13,7 @@
 #include <vector>
 
 #include "targets/builtin.h"
-#include "targets/reference/gemm_fp8.h"
-#include "targets/reference/gemm_grouped.h"
-#include "targets/reference/gemm_w4a16.h"
+#include "targets/reference/gemm.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 

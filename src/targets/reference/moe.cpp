@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "targets/builtin.h"
-#include "targets/reference/moe_runs.h"
+#include "targets/reference/moe.h"
 #include "targets/reference/reference.h"
 #include "tileops_generated/ops.h"
 

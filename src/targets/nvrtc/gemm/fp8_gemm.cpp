@@ -9,7 +9,7 @@
 
 #include "targets/builtin.h"
 #include "targets/nvrtc/spec_builder.h"
-#include "targets/reference/gemm_fp8.h"
+#include "targets/reference/gemm.h"
 #include "tileops_generated/ops.h"
 
 namespace tileops::nvrtc {

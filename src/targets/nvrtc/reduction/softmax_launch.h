@@ -1,4 +1,4 @@
-// SoftmaxFwdOp (softmax.cpp) and LogSoftmaxFwdOp (log_softmax.cpp) on the nvrtc target: reading a
+// SoftmaxFwdOp and LogSoftmaxFwdOp (softmax_ops.cpp) on the nvrtc target: reading a
 // call's problem and launching a spec's kernels.
 //
 // The kernels reduce the last dim of a contiguous tensor. Another `dim` is moved last first

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "targets/reference/gemm_grouped.h"
+#include "targets/reference/gemm.h"
 #include "tileops/op_call.h"
 
 namespace tileops::reference {
