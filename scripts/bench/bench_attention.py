@@ -5,10 +5,14 @@ chosen target (default nvrtc, the split-KV kernels), beside torch's scaled_dot_p
 same tokens contiguous; MLA as one KV head of the concatenated latent and rope dims, the latent as
 value) and a device copy of the KV bytes the op must read; and the forward over whole sequences
 (GroupedQueryAttentionFwdOp, MultiHeadAttentionFwdOp, the sliding-window op, the packed prefill with
-requests of one length: TFLOPS over the attended pairs beside SDPA, a copy of q, k, v and o). A benchmark, not a test.
+requests of one length: TFLOPS over the attended pairs beside SDPA, a copy of q, k, v and o); the
+chunked prefill over a paged cache (GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp, head dims 64 and
+128 of the manifest's workloads: SDPA reads the same keys contiguous in q's dtype, with neither the
+rotation nor the append, softcap rows without it). A benchmark, not a test.
     python3 scripts/bench/bench_attention.py [--json out.json] [--quick] [--target T] [--ops A,B]
     (--ops GroupedQueryAttentionFwdOp,MultiHeadAttentionFwdOp,GroupedQueryAttentionSlidingWindowFwdOp,
-     GroupedQueryAttentionPrefillFwdOp for the forward over whole sequences)
+     GroupedQueryAttentionPrefillFwdOp for the forward over whole sequences,
+     GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp for the paged chunked prefill)
 """
 from __future__ import annotations
 
@@ -205,6 +209,54 @@ def prefill_rows(op_class: str, target: str, quick: bool) -> list[dict]:
     return rows
 
 
+def paged_prefill_rows(target: str, quick: bool) -> list[dict]:
+    """Requests of one chunk length over caches of one length (the workloads' shapes), every page of
+    a request's cache and chunk shuffled through the pool."""
+    rows = []
+    for w in harness.manifest_workloads("attention", "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp")[: 2 if quick else None]:
+        (total, h, d), (n_pool, h_kv, _), (b, pages) = w["q"], w["k_pages"], w["block_table"]
+        if d not in (64, 128):
+            continue  # the kernel's head dims: others are the reference's
+        params = dict(w["params"])
+        page_size, s = params["page_size"], total // b
+        n_old = pages * page_size - s  # each request's cache fills its pages with the chunk
+        dtype = torch.float16
+        pool_dtype = harness.DTYPES[w["dtypes"][0]]
+        fp8 = pool_dtype == torch.float8_e4m3fn
+        nbytes = (2 * total * h + 2 * total * h_kv) * d * dtype.itemsize + 2 * b * (n_old + s) * h_kv * d * pool_dtype.itemsize
+        n_sets = harness.n_sets_for(nbytes)
+        q = [torch.randn(total, h, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        kn = [torch.randn(total, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        vn = [torch.randn(total, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        kp = [torch.randn(n_pool, h_kv, d, device="cuda").to(pool_dtype) for _ in range(n_sets)]
+        vp = [torch.randn(n_pool, h_kv, d, device="cuda").to(pool_dtype) for _ in range(n_sets)]
+        table = torch.randperm(n_pool // page_size)[: b * pages].view(b, pages).to("cuda", torch.int32)
+        cu = torch.arange(b + 1, device="cuda", dtype=torch.int32) * s
+        seqlens = torch.full((b,), n_old, device="cuda", dtype=torch.int32)
+        one = torch.ones(1, device="cuda") if fp8 else None
+        qb = [x.view(b, s, h, d) for x in q]
+        kc = [torch.randn(b, n_old + s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        vc = [torch.randn(b, n_old + s, h_kv, d, device="cuda", dtype=dtype) for _ in range(n_sets)]
+        mask = torch.ones(s, n_old + s, dtype=torch.bool, device="cuda").tril(n_old)  # query i: keys <= n_old + i
+        flat = [torch.empty(nbytes // 2, device="cuda", dtype=torch.uint8) for _ in range(2 * n_sets)]
+        compiled = harness.compiled(sdpa_bshd)
+        factories = {
+            "ours": lambda i: (lambda: ops.attention_grouped_query_attention_prefill_paged_with_kv_cache_fwd_writes_k_pages_writes_v_pages(
+                q[i], kn[i], vn[i], kp[i], vp[i], one, one, cu, seqlens, table, **params, target=target)),
+            "copy": lambda i: (lambda: flat[2 * i + 1].copy_(flat[2 * i])),
+        }
+        if params.get("softcap") is None:  # SDPA has no softcap
+            factories["eager"] = lambda i: (lambda: sdpa_bshd(qb[i], kc[i], vc[i], False, mask))
+            factories["compile"] = lambda i: (lambda: compiled(qb[i], kc[i], vc[i], False, mask))
+        row = harness.measure(w["name"], f"{b}x{s}+{n_old}x{h}/{h_kv}x{d} p{page_size}", pool_dtype, nbytes, n_sets,
+                              factories)
+        flops = 4 * b * h * d * int(mask.sum())
+        row["op"], row["tflops"] = "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp", flops / (row["ours_us"] * 1e-6) / 1e12
+        rows.append(row)
+        del q, kn, vn, kp, vp, kc, vc, flat
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -223,6 +275,8 @@ def main():
                "GroupedQueryAttentionPrefillFwdOp"):
         if op in args.ops.split(","):
             rows[op] = prefill_rows(op, args.target, args.quick)
+    if "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp" in args.ops.split(","):
+        rows["GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp"] = paged_prefill_rows(args.target, args.quick)
     harness.write_json(args.json, {"device": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
                                    "target": args.target, "kernels": rows})
     for op, r in rows.items():

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
           "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
-          "int64": torch.int64, "bool": torch.bool}
+          "int64": torch.int64, "bool": torch.bool, "float8_e4m3fn": torch.float8_e4m3fn}
 
 
 def random_tensor(shape, dtype, device="cuda"):

@@ -2,7 +2,12 @@
 // o = softmax(q k^T * scale) v per request and query head, query head h reading KV head h / (H / H_kv).
 // Requests are fixed-length ([B, S, heads, D]: request b's token t is row b * S + t) or packed
 // (VARLEN: rows cu[b] .. cu[b + 1] of [total, heads, D], the offsets read on the device and clamped to
-// the tensors' rows). Query i of a request sits at key position i + len_kv - len_q and attends key j
+// the tensors' rows). PAGED (packed queries): request b's keys are the n_b = cache_seqlens[b] tokens
+// of a paged cache, logical token p at pool row block_table[b, p / page_size] * page_size +
+// p % page_size (n_b clamped to [0, pages * page_size]; a page outside the pool reads as zeros), then
+// its own len_q new rows of k and v. A cache of T is copied as it is (kPagedDirect), or read through
+// registers as round_T(cache * scale) (kPagedScaled; kPagedFp8: a float8_e4m3fn cache), the scales
+// read on the device (nullptr: 1). Query i of a request sits at key position i + len_kv - len_q and attends key j
 // when j <= that position (causal), j >= position - left (left >= 0) and j <= position + right
 // (right >= 0); a row that attends nothing is zeros. Scores are optionally soft-capped,
 // softcap * tanh(s / softcap) (softcap > 0).
@@ -20,6 +25,7 @@
 #pragma once
 #include "common/dtypes.cuh"
 #include "attention/mma_softmax.cuh"
+#include "common/fp8.cuh"
 #include "common/mma.cuh"
 
 namespace tileops {
@@ -29,6 +35,36 @@ constexpr int kWarps = 4, kThreads = kWarps * 32;
 constexpr int kRows = 64;  // query rows a CTA: 16 a warp
 constexpr int kTile = 64;  // tokens a K/V tile
 constexpr float kLog2e = 1.4426950408889634f;
+// How the keys and values reach the kernel: whole tensors, or a paged cache (PAGED) stored as T
+// and copied, as T times a scale, or as float8_e4m3fn times a scale.
+constexpr int kUnpaged = 0, kPagedDirect = 1, kPagedScaled = 2, kPagedFp8 = 3;
+template <bool FP8, typename T> struct CacheOf { using type = T; };
+template <typename T> struct CacheOf<true, T> { using type = fp8_e4m3; };
+template <typename T, int PAGED>
+using CacheType = typename CacheOf<PAGED == kPagedFp8, T>::type;
+
+__device__ __forceinline__ float e4m3_to_float(unsigned char b) {
+  const unsigned sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return __uint_as_float(sign | 0x7fc00000u);  // e4m3fn's only NaN
+  if (e == 0u) return sign ? -0.001953125f * m : 0.001953125f * m;  // subnormal: m * 2^-9
+  return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+__device__ __forceinline__ float cache_to_float(fp8_e4m3 v) { return e4m3_to_float(v.bits); }
+template <typename T>
+__device__ __forceinline__ float cache_to_float(T v) { return to_float(v); }
+
+// 8 elements of a cache row times a scale, rounded to T, as one 16-byte chunk.
+template <typename T, typename C>
+__device__ __forceinline__ uint4 scaled_chunk(const C* src, float scale) {
+  alignas(16) C in[8];
+  if constexpr (sizeof(C) == 1) *reinterpret_cast<uint2*>(in) = *reinterpret_cast<const uint2*>(src);
+  else *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(src);
+  uint4 out;
+  T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = from_float<T>(__fmul_rn(cache_to_float(in[e]), scale));
+  return out;
+}
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -40,16 +76,24 @@ __device__ __forceinline__ int swizzle(int r, int c) {
 
 }  // namespace prefill
 
-template <typename T, int D, int STAGES, bool VARLEN>
-__global__ void __launch_bounds__(prefill::kThreads)
+// The paged forms ask for 2 CTAs an SM (a 255-register cap): left to itself ptxas capped D = 64 at
+// 168 registers and spilled; 0 leaves the unpaged forms to ptxas.
+template <typename T, int D, int STAGES, bool VARLEN, int PAGED>
+__global__ void __launch_bounds__(prefill::kThreads, PAGED == prefill::kUnpaged ? 0 : 2)
     attention_prefill_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           T* __restrict__ o, const int* __restrict__ cu_q, const int* __restrict__ cu_kv,
                           int rows_q, int rows_kv, int heads, int kv_heads, int bh, int m_tiles, float scale,
-                          float softcap, int causal, int left, int right) {
+                          float softcap, int causal, int left, int right,
+                          const prefill::CacheType<T, PAGED>* __restrict__ k_pages,
+                          const prefill::CacheType<T, PAGED>* __restrict__ v_pages,
+                          const int* __restrict__ cache_seqlens, const int* __restrict__ block_table, int pages,
+                          int page_size, int pool_pages, const float* __restrict__ k_scale,
+                          const float* __restrict__ v_scale) {
   using namespace prefill;
   static_assert(D == 64 || D == 128, "D: 64 or 128 (the queries' and the output's fragments in registers)");
   static_assert(sizeof(T) == 2, "f16 or bf16");
   static_assert(STAGES >= 2, "a tile in flight while one is read");
+  static_assert(PAGED == kUnpaged || VARLEN, "a paged cache goes with packed queries");
   constexpr int CH = D / 8;           // 16-byte chunks a row
   constexpr int TILE = kTile * D;     // elements of one K (or V) tile
   constexpr int NT = D / 8;           // n8 tiles of the output
@@ -65,8 +109,15 @@ __global__ void __launch_bounds__(prefill::kThreads)
   // The request's rows: fixed lengths rows_q and rows_kv a request, or its packed offsets clamped to
   // the tensors' rows_q and rows_kv rows.
   long long q_start, kv_start;
-  int len_q, len_kv;
-  if constexpr (VARLEN) {
+  int len_q, len_kv, n_old = 0;  // n_old: the request's cached tokens (PAGED), keys before its new rows
+  if constexpr (PAGED != kUnpaged) {
+    const int qs = min(max(cu_q[b], 0), rows_q);
+    q_start = kv_start = qs;
+    len_q = min(max(cu_q[b + 1], qs), rows_q) - qs;
+    n_old = static_cast<int>(min(max(static_cast<long long>(cache_seqlens[b]), 0LL),
+                                 static_cast<long long>(pages) * page_size));
+    len_kv = n_old + len_q;
+  } else if constexpr (VARLEN) {
     const int qs = min(max(cu_q[b], 0), rows_q), ks = min(max(cu_kv[b], 0), rows_kv);
     q_start = qs, kv_start = ks;
     len_q = min(max(cu_q[b + 1], qs), rows_q) - qs;
@@ -100,15 +151,41 @@ __global__ void __launch_bounds__(prefill::kThreads)
     if (right >= 0) hi = min(hi, pos_hi + right + 1);
     const int tile_lo = lo / kTile;
     const int n_tiles = hi > lo ? (hi + kTile - 1) / kTile - tile_lo : 0;
+    float ks = 1.f, vs = 1.f;
+    if constexpr (PAGED >= kPagedScaled) {
+      if (k_scale) ks = *k_scale;
+      if (v_scale) vs = *v_scale;
+    }
     auto load = [&](int i) {  // the CTA's tile i into stage i % STAGES, zeros past the keys
       T* sk = skv + (i % STAGES) * 2 * TILE;
       for (int idx = threadIdx.x; idx < kTile * CH; idx += kThreads) {
         const int r = idx / CH, c = idx % CH, t = (tile_lo + i) * kTile + r;
-        const bool ok = t < len_kv;
-        const long long off = (ok ? t : 0) * kv_row + c * 8;
+        bool ok = t < len_kv;
+        const T *kr = kb, *vr = vb;  // the token's K and V rows (this head)
+        long long row = ok ? t : 0;
+        if constexpr (PAGED != kUnpaged) {
+          if (t < n_old) {
+            const int page = block_table[static_cast<long long>(b) * pages + t / page_size];
+            ok = page >= 0 && page < pool_pages;
+            row = ok ? static_cast<long long>(page) * page_size + t % page_size : 0;
+            const long long at = row * kv_row + kvh * D + c * 8;
+            if constexpr (PAGED == kPagedDirect) {
+              kr = k_pages + kvh * D, vr = v_pages + kvh * D;
+            } else {  // through registers: round_T(cache * scale), zeros outside the pool
+              T* dk = sk + swizzle<D>(r, c);
+              const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+              *reinterpret_cast<uint4*>(dk) = ok ? scaled_chunk<T>(k_pages + at, ks) : zero;
+              *reinterpret_cast<uint4*>(dk + TILE) = ok ? scaled_chunk<T>(v_pages + at, vs) : zero;
+              continue;
+            }
+          } else {
+            row = ok ? t - n_old : 0;
+          }
+        }
+        const long long off = row * kv_row + c * 8;
         const unsigned dst = mma::smem_address(sk + swizzle<D>(r, c));
-        mma::copy16(dst, kb + off, ok);
-        mma::copy16(dst + TILE * 2, vb + off, ok);
+        mma::copy16(dst, kr + off, ok);
+        mma::copy16(dst + TILE * 2, vr + off, ok);
       }
     };
 #pragma unroll
@@ -217,6 +294,113 @@ __global__ void __launch_bounds__(prefill::kThreads)
         *reinterpret_cast<uint4*>(ob + row * q_row + cc * 8) = *reinterpret_cast<const uint4*>(so + swizzle<D>(rr, cc));
     }
     __syncthreads();  // every warp stored its rows before the next tile's queries land in sq
+  }
+}
+
+// The new tokens' keys and values into a paged cache (PAGED calls, after the attention read the cache
+// as it was): row i of request b (rows cu[b] .. cu[b + 1] of k and v, clamped to rows_q) goes to
+// logical position cache_seqlens[b] + i, pool row block_table[b, p / page_size] * page_size +
+// p % page_size, as it is (kPagedDirect) or as x / scale in float32 rounded to the cache's dtype
+// (float8_e4m3fn: clamped to [-448, 448] first); a position past pages * page_size or a page outside
+// the pool is not written. A CTA a row of k and v ([rows_q, kv_heads, D]), its request found by
+// bisecting cu.
+template <typename T, int D, int PAGED>
+__global__ void __launch_bounds__(prefill::kThreads)
+    attention_paged_append(const T* __restrict__ k, const T* __restrict__ v,
+                           prefill::CacheType<T, PAGED>* __restrict__ k_pages,
+                           prefill::CacheType<T, PAGED>* __restrict__ v_pages, const int* __restrict__ cu_q,
+                           const int* __restrict__ cache_seqlens, const int* __restrict__ block_table, int batch,
+                           int rows_q, int kv_heads, int pages, int page_size, int pool_pages,
+                           const float* __restrict__ k_scale, const float* __restrict__ v_scale) {
+  using namespace prefill;
+  using C = CacheType<T, PAGED>;
+  const int r = static_cast<int>(blockIdx.x);
+  if (r >= rows_q || batch <= 0) return;
+  int lo = 0, hi = batch;  // the last request whose first row is <= r
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (min(max(cu_q[mid], 0), rows_q) <= r) lo = mid; else hi = mid;
+  }
+  const int first = min(max(cu_q[lo], 0), rows_q), end = min(max(cu_q[lo + 1], first), rows_q);
+  if (r < first || r >= end) return;  // a row of no request
+  const long long p = static_cast<long long>(max(cache_seqlens[lo], 0)) + (r - first);
+  if (p >= static_cast<long long>(pages) * page_size) return;
+  const int page = block_table[static_cast<long long>(lo) * pages + p / page_size];
+  if (page < 0 || page >= pool_pages) return;
+  const long long row_elems = static_cast<long long>(kv_heads) * D;
+  const long long dst = (static_cast<long long>(page) * page_size + p % page_size) * row_elems;
+  const long long src = static_cast<long long>(r) * row_elems;
+  const float ks = PAGED >= kPagedScaled && k_scale ? *k_scale : 1.f;
+  const float vs = PAGED >= kPagedScaled && v_scale ? *v_scale : 1.f;
+  for (long long c = threadIdx.x; c < row_elems / 8; c += kThreads) {
+    if constexpr (PAGED == kPagedDirect) {
+      *reinterpret_cast<uint4*>(k_pages + dst + c * 8) = *reinterpret_cast<const uint4*>(k + src + c * 8);
+      *reinterpret_cast<uint4*>(v_pages + dst + c * 8) = *reinterpret_cast<const uint4*>(v + src + c * 8);
+    } else {
+      const T* x[2] = {k + src + c * 8, v + src + c * 8};
+      C* y[2] = {k_pages + dst + c * 8, v_pages + dst + c * 8};
+      const float s[2] = {ks, vs};
+#pragma unroll
+      for (int kv = 0; kv < 2; ++kv) {
+        alignas(16) T in[8];
+        alignas(16) C out[8];
+        *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(x[kv]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = __fdiv_rn(to_float(in[e]), s[kv]);
+          if constexpr (PAGED == kPagedFp8) out[e] = fp8_e4m3{to_e4m3_sat(f)};
+          else out[e] = from_float<T>(f);
+        }
+        if constexpr (PAGED == kPagedFp8) *reinterpret_cast<uint2*>(y[kv]) = *reinterpret_cast<const uint2*>(out);
+        else *reinterpret_cast<uint4*>(y[kv]) = *reinterpret_cast<const uint4*>(out);
+      }
+    }
+  }
+}
+
+// Neox RoPE of a paged call's new rows at their positions cache_seqlens[b] + i, as
+// RopeNeoxPositionIdsFwdOp computes it: f_j = 1 / base^(j / half) and angle p * f_j in float32, cos and
+// sin rounded to T, then the first `rot` dims of each head rotated in float32 (no fused multiply-add,
+// as ATen's separate products round) and rounded once; the rest copied. q [rows_q, heads, D] into
+// q_rot, k [rows_q, kv_heads, D] into k_rot; a row of no request is copied as it is. A CTA a row.
+template <typename T, int D>
+__global__ void __launch_bounds__(prefill::kThreads)
+    attention_paged_rope(const T* __restrict__ q, const T* __restrict__ k, T* __restrict__ q_rot,
+                         T* __restrict__ k_rot, const int* __restrict__ cu_q, const int* __restrict__ cache_seqlens,
+                         int batch, int rows_q, int heads, int kv_heads, int rot, float base) {
+  __shared__ float table[D];  // cos_j at j, sin_j at half + j
+  const int r = static_cast<int>(blockIdx.x);
+  if (r >= rows_q) return;
+  int lo = 0, hi = max(batch, 1);
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (min(max(cu_q[mid], 0), rows_q) <= r) lo = mid; else hi = mid;
+  }
+  const int first = batch > 0 ? min(max(cu_q[lo], 0), rows_q) : 0;
+  const int end = batch > 0 ? min(max(cu_q[lo + 1], first), rows_q) : 0;
+  const int half = r >= first && r < end ? rot / 2 : 0;  // a row of no request: copied
+  const float pos = static_cast<float>(batch > 0 ? max(cache_seqlens[lo], 0) + (r - first) : 0);
+  for (int j = threadIdx.x; j < half; j += prefill::kThreads) {
+    const float f = __frcp_rn(powf(base, __fdiv_rn(static_cast<float>(j), static_cast<float>(half))));
+    const float angle = __fmul_rn(pos, f);
+    table[j] = to_float(from_float<T>(cosf(angle)));
+    table[half + j] = to_float(from_float<T>(sinf(angle)));
+  }
+  __syncthreads();
+  const int n = (heads + kv_heads) * D;
+  for (int idx = threadIdx.x; idx < n; idx += prefill::kThreads) {
+    const int hd = idx / D, d = idx % D;
+    const bool is_q = hd < heads;
+    const T* x = is_q ? q + (static_cast<long long>(r) * heads + hd) * D : k + (static_cast<long long>(r) * kv_heads + hd - heads) * D;
+    T* y = is_q ? q_rot + (static_cast<long long>(r) * heads + hd) * D : k_rot + (static_cast<long long>(r) * kv_heads + hd - heads) * D;
+    if (d >= 2 * half) {
+      y[d] = x[d];
+    } else {
+      const int j = d % half;
+      const float x1 = to_float(x[j]), x2 = to_float(x[j + half]), c = table[j], s = table[half + j];
+      y[d] = from_float<T>(d < half ? __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s))
+                                    : __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+    }
   }
 }
 
