@@ -448,7 +448,57 @@ REF_API_CALLS = {
     "SSDDecodeFwdOp": lambda x, p: _ssd_step(*x),
     "MHCPostFwdOp": lambda x, p: (x[1][:, :, None] * x[0][:, None, :]).reshape(x[2].shape) + x[2],
     "MoeGroupedGemmNopadFwdOp": lambda x, p: _runs_gemm(*x),
+    "GroupedGemmFwdOp": lambda x, p: _runs_gemm(x[0], x[1] if p["transpose_b"] else x[1].transpose(1, 2), *x[2:4]),
+    "MoeGateUpFwdOp": lambda x, p: (lambda h: (F.silu if p["activation"] == "silu_and_mul" else F.gelu)(
+        h[:, : h.shape[1] // 2]) * h[:, h.shape[1] // 2:])(_runs_gemm(*x)),
+    "MoeUnpermuteFwdOp": lambda x, p: p["routed_scaling_factor"] * (
+        torch.where(x[1][:, None] >= 0, x[0][x[1].clamp(min=0).long()], 0.0).unflatten(0, x[2].shape)
+        * x[2][..., None]).sum(1),
+    "SSDStatePassingFwdOp": lambda x, p: _state_passing(*x),
+    "CBProducerFwdOp": lambda x, p: (lambda c, b: torch.einsum("bclgn,bcsgn->bcgls", c, b).tril())(
+        *(m.unflatten(1, (p["num_chunks"], p["chunk_len"])) for m in x[:2])),
+    "MultiHeadAttentionDecodePagedWithKVCacheFwdOp": lambda x, p: torch.stack([
+        _attend(x[0][b].transpose(0, 1), *(t.transpose(0, 1) for t in _pages(x[1:3], x[3][b], x[4][b], p["page_size"])),
+                keep=_bottom_right(x[0].shape[1], int(x[3][b]), p["is_causal"])).transpose(0, 1)
+        for b in range(x[0].shape[0])]),
+    "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": lambda x, p: torch.stack([
+        _attend(x[0][b][:, None], *(t.transpose(0, 1) for t in _pages(x[1:3], x[3][b], x[4][b], p["page_size"])),
+                p["sm_scale"], p["softcap"])[:, 0] for b in range(x[0].shape[0])]),
+    "GroupedQueryAttentionSlidingWindowVarlenFwdOp": lambda x, p: torch.cat([
+        _attend(*(t[int(cu[b]):int(cu[b + 1])].transpose(0, 1) for t, cu in zip(x[:3], (x[3], x[4], x[4]))),
+                keep=_bottom_right(int(x[3][b + 1] - x[3][b]), int(x[4][b + 1] - x[4][b]), p["is_causal"],
+                                   p["window_size_left"], p["window_size_right"])).transpose(0, 1)
+        for b in range(x[3].shape[0] - 1)]),
 }
+
+
+def _pages(pools, length, table, page_size):
+    # a request's first `length` logical tokens of each pool, token j at row table[j // page_size] * page_size + j % page_size
+    j = torch.arange(int(length))
+    rows = table[j // page_size].long().cpu() * page_size + j % page_size
+    return [pool[rows.to(pool.device)] for pool in pools]
+
+
+def _bottom_right(s_q, s_kv, causal, left=-1, right=-1):
+    # query i at key position i + s_kv - s_q attends key j within the mask
+    i, j = torch.arange(s_q)[:, None] + s_kv - s_q, torch.arange(s_kv)[None, :]
+    keep = torch.ones(s_q, s_kv, dtype=torch.bool)
+    if causal:
+        keep &= j <= i
+    if left >= 0:
+        keep &= j >= i - left
+    if right >= 0:
+        keep &= j <= i + right
+    return keep
+
+
+def _state_passing(states, da, initial):
+    s = initial if initial is not None else states.new_zeros(states[:, 0].shape)
+    chunks = []
+    for c in range(states.shape[1]):
+        chunks.append(s)
+        s = torch.exp(da[:, :, c])[..., None] * s + states[:, c]
+    return torch.stack(chunks, 1), s
 
 
 def _grads(f, dy, tensors):
@@ -561,7 +611,9 @@ UNVERIFIED_ON_GPU = {"RMSNormBwdOp", "LayerNormBwdOp", "SwigluOAIAndMulFwdOp",
                      "GroupedQueryAttentionSlidingWindowFwdOp", "MultiHeadAttentionBwdOp", "GroupedQueryAttentionBwdOp",
                      "BmmFp8KNFwdOp", "BmmFp8NKFwdOp", "BmmFp8FwdOp", "DeltaNetDecodeFwdOp",
                      "GatedDeltaNetDecodeFwdOp", "GLADecodeFwdOp", "SSDDecodeFwdOp", "MHCPostFwdOp",
-                     "MoeGroupedGemmNopadFwdOp"}
+                     "MoeGroupedGemmNopadFwdOp", "GroupedGemmFwdOp", "MoeGateUpFwdOp", "MoeUnpermuteFwdOp",
+                     "SSDStatePassingFwdOp", "CBProducerFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
+                     "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp"}
 
 
 def _oracle_cases():
