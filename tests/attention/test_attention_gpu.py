@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import default_scale, float64_decode, gather_pages
+from support.decode_oracle import default_scale, float64_decode, gather_pages
 
 pytestmark = pytest.mark.gpu
 tileops.load()

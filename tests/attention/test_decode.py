@@ -1,10 +1,10 @@
 """Decode attention (manifests/attention.yaml) on CPU against a float64 softmax written per request and
-head (decode_oracle.py), with paged caches gathered token by token; and the refusals."""
+head (tests/support/decode_oracle.py), with paged caches gathered token by token; and the refusals."""
 import pytest
 import torch
 
 import tileops
-from decode_oracle import default_scale, float64_decode, gather_pages
+from support.decode_oracle import default_scale, float64_decode, gather_pages
 
 tileops.load()
 ops = torch.ops.tileops

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import default_scale, float64_decode
+from support.decode_oracle import default_scale, float64_decode
 
 pytestmark = pytest.mark.gpu
 tileops.load()

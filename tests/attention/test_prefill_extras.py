@@ -1,5 +1,5 @@
 """GroupedQueryAttentionPrefillFwdOp and GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp
-(manifests/attention.yaml) on CPU against the float64 oracle of decode_oracle.py, with the masks, FP8
+(manifests/attention.yaml) on CPU against the float64 oracle of tests/support/decode_oracle.py, with the masks, FP8
 dequantisation, RoPE and the cache append written out here per request; and their refusals."""
 import itertools
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import bottom_right, default_scale, float64_decode, gather_pages
+from support.decode_oracle import bottom_right, default_scale, float64_decode, gather_pages
 
 tileops.load()
 ops = torch.ops.tileops

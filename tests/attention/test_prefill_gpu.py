@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tileops
-from decode_oracle import bottom_right
+from support.decode_oracle import bottom_right
 from test_prefill_extras import call_paged, expected_pool, paged_case, paged_oracle, same_bits
 
 pytestmark = [pytest.mark.gpu, pytest.mark.unverified_gpu]

@@ -1,10 +1,10 @@
 """GroupedQueryAttentionSlidingWindowVarlenFwdOp (manifests/attention.yaml) on CPU against the float64
-oracle of decode_oracle.py with the mask written here per request; and its refusals."""
+oracle of tests/support/decode_oracle.py with the mask written here per request; and its refusals."""
 import pytest
 import torch
 
 import tileops
-from decode_oracle import bottom_right, default_scale, float64_decode
+from support.decode_oracle import bottom_right, default_scale, float64_decode
 
 tileops.load()
 ops = torch.ops.tileops

@@ -27,6 +27,7 @@ import torch
 
 import tileops
 from compile_contract import CONTRACT
+from support.decode_oracle import bottom_right, gather_pages
 
 ENTRIES = {e["class"]: e for e in tileops.op_table()}
 CLASSES = sorted(CONTRACT)
@@ -434,7 +435,8 @@ REF_API_CALLS = {
         torch.cat(x[:2], -1).unsqueeze(2), torch.cat(x[2:4], -1).transpose(1, 2), x[2].transpose(1, 2)).squeeze(2),
     "GroupedQueryAttentionSlidingWindowFwdOp": lambda x, p: _attend(
         *(t.transpose(1, 2) for t in x[:3]),
-        keep=_window(x[0].shape[1], p["is_causal"], p["window_size_left"], p["window_size_right"])).transpose(1, 2),
+        keep=bottom_right(x[0].shape[1], x[0].shape[1], p["is_causal"], p["window_size_left"],
+                          p["window_size_right"])).transpose(1, 2),
     "MultiHeadAttentionBwdOp": lambda x, p: _attention_bwd(*x, p["is_causal"]),
     "GroupedQueryAttentionBwdOp": lambda x, p: _attention_bwd(*x, p["is_causal"]),
     "BmmFp8KNFwdOp": lambda x, p: x[0] @ x[1] * x[2] * x[3],
@@ -458,38 +460,24 @@ REF_API_CALLS = {
     "CBProducerFwdOp": lambda x, p: (lambda c, b: torch.einsum("bclgn,bcsgn->bcgls", c, b).tril())(
         *(m.unflatten(1, (p["num_chunks"], p["chunk_len"])) for m in x[:2])),
     "MultiHeadAttentionDecodePagedWithKVCacheFwdOp": lambda x, p: torch.stack([
-        _attend(x[0][b].transpose(0, 1), *(t.transpose(0, 1) for t in _pages(x[1:3], x[3][b], x[4][b], p["page_size"])),
-                keep=_bottom_right(x[0].shape[1], int(x[3][b]), p["is_causal"])).transpose(0, 1)
+        _attend(x[0][b].transpose(0, 1), *_paged_kv(x, b, p["page_size"]),
+                keep=bottom_right(x[0].shape[1], int(x[3][b]), p["is_causal"])).transpose(0, 1)
         for b in range(x[0].shape[0])]),
     "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp": lambda x, p: torch.stack([
-        _attend(x[0][b][:, None], *(t.transpose(0, 1) for t in _pages(x[1:3], x[3][b], x[4][b], p["page_size"])),
+        _attend(x[0][b][:, None], *_paged_kv(x, b, p["page_size"]),
                 p["sm_scale"], p["softcap"])[:, 0] for b in range(x[0].shape[0])]),
     "GroupedQueryAttentionSlidingWindowVarlenFwdOp": lambda x, p: torch.cat([
         _attend(*(t[int(cu[b]):int(cu[b + 1])].transpose(0, 1) for t, cu in zip(x[:3], (x[3], x[4], x[4]))),
-                keep=_bottom_right(int(x[3][b + 1] - x[3][b]), int(x[4][b + 1] - x[4][b]), p["is_causal"],
+                keep=bottom_right(int(x[3][b + 1] - x[3][b]), int(x[4][b + 1] - x[4][b]), p["is_causal"],
                                    p["window_size_left"], p["window_size_right"])).transpose(0, 1)
         for b in range(x[3].shape[0] - 1)]),
 }
 
 
-def _pages(pools, length, table, page_size):
-    # a request's first `length` logical tokens of each pool, token j at row table[j // page_size] * page_size + j % page_size
-    j = torch.arange(int(length))
-    rows = table[j // page_size].long().cpu() * page_size + j % page_size
-    return [pool[rows.to(pool.device)] for pool in pools]
 
-
-def _bottom_right(s_q, s_kv, causal, left=-1, right=-1):
-    # query i at key position i + s_kv - s_q attends key j within the mask
-    i, j = torch.arange(s_q)[:, None] + s_kv - s_q, torch.arange(s_kv)[None, :]
-    keep = torch.ones(s_q, s_kv, dtype=torch.bool)
-    if causal:
-        keep &= j <= i
-    if left >= 0:
-        keep &= j >= i - left
-    if right >= 0:
-        keep &= j <= i + right
-    return keep
+def _paged_kv(x, b, page_size):
+    # request b's keys and values [H_kv, N, D] from the pools x[1], x[2] (lengths x[3], block table x[4])
+    return [gather_pages(pool, x[4][b], int(x[3][b]), page_size).transpose(0, 1) for pool in x[1:3]]
 
 
 def _state_passing(states, da, initial):
@@ -518,17 +506,6 @@ def _attend(q, k, v, scale=None, softcap=None, keep=None):
         s = s.masked_fill(~keep, float("-inf"))
     return s.softmax(-1).nan_to_num(0.0) @ v
 
-
-def _window(s, causal, left, right):
-    i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
-    keep = torch.ones(s, s, dtype=torch.bool)
-    if causal:
-        keep &= j <= i
-    if left >= 0:
-        keep &= j >= i - left
-    if right >= 0:
-        keep &= j <= i + right
-    return keep
 
 
 def _attention_bwd(q, k, v, o, dout, lse, causal):
