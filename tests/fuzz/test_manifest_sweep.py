@@ -471,7 +471,56 @@ REF_API_CALLS = {
                 keep=bottom_right(int(x[3][b + 1] - x[3][b]), int(x[4][b + 1] - x[4][b]), p["is_causal"],
                                    p["window_size_left"], p["window_size_right"])).transpose(0, 1)
         for b in range(x[3].shape[0] - 1)]),
+    "RopeNeoxFwdOp": lambda x, p: _rope(x[0], _seq_positions(x[0], p["layout"]), p["base"], x[0].shape[-1]),
+    "RopeNonNeoxFwdOp": lambda x, p: _rope(x[0], _seq_positions(x[0], p["layout"]), p["base"], x[0].shape[-1],
+                                           pairs=True),
+    "RopeNeoxPositionIdsFwdOp": lambda x, p: _rope(x[0], x[1][:, None], p["base"],
+                                                   p["rotary_dim"] or x[0].shape[-1]),
+    "GLAFwdOp": lambda x, p: _gla(*x, p["scale"]),
+    "SSDChunkScanFwdOp": lambda x, p: _chunk_scan(*x),
 }
+
+
+def _seq_positions(x, layout):
+    # TileOPs' x-form RoPE: the token at index p of the sequence axis (dim 0 for '1d', 1 for '2d') is at p,
+    # shaped to broadcast over the dims after it
+    s = x.shape[0] if layout == "1d" else x.shape[1]
+    return torch.arange(s, device=x.device).view(s, *([1] * (x.dim() - 2 if layout == "1d" else x.dim() - 3)))
+
+
+def _rope(x, pos, base, rot, pairs=False):
+    # the first `rot` dims rotated by angle pos * base^(-i / half): Neox halves, or adjacent pairs
+    half = rot // 2
+    ang = pos.double()[..., None] * base ** (-torch.arange(half, dtype=torch.float64, device=x.device) / half)
+    cos, sin = ang.cos(), ang.sin()
+    x1, x2 = (x[..., 0:rot:2], x[..., 1:rot:2]) if pairs else (x[..., :half], x[..., half:rot])
+    y1, y2 = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    rotated = torch.stack([y1, y2], -1).flatten(-2) if pairs else torch.cat([y1, y2], -1)
+    return torch.cat([rotated, x[..., rot:]], -1)
+
+
+def _gla(q, k, v, g, initial, scale):
+    # GLADecodeFwdOp's step per token from the initial state (zeros when absent): (o, final_state)
+    state = initial if initial is not None else q.new_zeros(q.shape[0], q.shape[2], q.shape[3], v.shape[3])
+    scale = scale if scale > 0 else q.shape[-1] ** -0.5
+    outs = []
+    for t in range(q.shape[1]):
+        state = torch.exp(g[:, t])[..., None] * state + torch.einsum("bhk,bhv->bhkv", k[:, t], v[:, t])
+        outs.append(scale * torch.einsum("bhkv,bhk->bhv", state, q[:, t]))
+    return torch.stack(outs, 1), state
+
+
+def _chunk_scan(x, cb, da, c, prev, dt):
+    # y[l] = exp(da[l]) c[l] . prev + sum_{s <= l} cb[l, s] exp(da[l] - da[s]) dt[s] x[s], per chunk and head
+    nc, q = da.shape[2], da.shape[3]
+    rep = x.shape[2] // c.shape[2]
+    cm = c.unflatten(1, (nc, q)).repeat_interleave(rep, 3)                       # [B, NC, Q, H, N]
+    da_c = da.permute(0, 2, 3, 1)                                                # [B, NC, Q, H]
+    carried = torch.exp(da_c)[..., None] * torch.einsum("bclhn,bchpn->bclhp", cm, prev)
+    decay = torch.exp(da[..., :, None] - da[..., None, :]).permute(0, 2, 1, 3, 4)  # [B, NC, H, Q, Q]
+    w = (cb.repeat_interleave(rep, 2) * decay).tril() * dt.permute(0, 2, 1, 3)[:, :, :, None, :]
+    inner = torch.einsum("bchls,bcshp->bclhp", w, x.unflatten(1, (nc, q)))
+    return (carried + inner).flatten(1, 2)
 
 
 
@@ -590,7 +639,8 @@ UNVERIFIED_ON_GPU = {"RMSNormBwdOp", "LayerNormBwdOp", "SwigluOAIAndMulFwdOp",
                      "GatedDeltaNetDecodeFwdOp", "GLADecodeFwdOp", "SSDDecodeFwdOp", "MHCPostFwdOp",
                      "MoeGroupedGemmNopadFwdOp", "GroupedGemmFwdOp", "MoeGateUpFwdOp", "MoeUnpermuteFwdOp",
                      "SSDStatePassingFwdOp", "CBProducerFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
-                     "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp"}
+                     "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
+                     "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeNeoxPositionIdsFwdOp", "GLAFwdOp", "SSDChunkScanFwdOp"}
 
 
 def _oracle_cases():
