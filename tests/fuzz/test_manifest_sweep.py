@@ -478,7 +478,37 @@ REF_API_CALLS = {
                                                    p["rotary_dim"] or x[0].shape[-1]),
     "GLAFwdOp": lambda x, p: _gla(*x, p["scale"]),
     "SSDChunkScanFwdOp": lambda x, p: _chunk_scan(*x),
+    "DaCumsumFwdOp": lambda x, p: _da_cumsum(*x, p),
+    "SSDChunkStateFwdOp": lambda x, p: _chunk_state(*x),
+    "GemmW4A16FwdOp": lambda x, p: x[0] @ _w4_weight(*x[1:], p["group_size"]).T,
 }
+
+
+def _da_cumsum(dt, a, bias, p):
+    # dt' = clamp(softplus?(dt + bias), dt_min, dt_max) as [B, H, NC, Q]; da_cumsum its prefix sums times a
+    d = dt + bias if bias is not None else dt
+    d = F.softplus(d) if p["dt_softplus"] else d
+    d = d.clamp(p["dt_min"], p["dt_max"]).permute(0, 2, 1).unflatten(2, (-1, p["chunk_len"]))
+    return d, (d * a[:, None, None]).cumsum(-1)
+
+
+def _chunk_state(x, bmat, dt, da, seq_idx):
+    # states[c, h] = sum_q exp(min(da[c, -1] - da[c, q], 0)) dt[c, q] x[cQ+q, h] (outer) bmat[cQ+q, g(h)]
+    nc, q = da.shape[2], da.shape[3]
+    rep = x.shape[2] // bmat.shape[2]
+    w = torch.exp((da[..., -1:] - da).clamp(max=0)) * dt                            # [B, H, NC, Q]
+    if seq_idx is not None:  # a position counts where its sequence is the chunk's last one, and not -1
+        ids = seq_idx.unflatten(1, (nc, q))
+        w = w * ((ids == ids[..., -1:]) & (ids[..., -1:] >= 0))[:, None]
+    bm = bmat.unflatten(1, (nc, q)).repeat_interleave(rep, 3)                        # [B, NC, Q, H, N]
+    return torch.einsum("bhcq,bcqhp,bcqhn->bchpn", w, x.unflatten(1, (nc, q)), bm)
+
+
+def _w4_weight(packed, scale, zero, group_size):
+    # w[n, k] = (q[n, k] - zero) * s, nibbles low = even k; kept in float64 (the oracle's one rounding)
+    q = torch.stack([packed & 15, packed >> 4], -1).flatten(1).double()
+    g = torch.arange(q.shape[1], device=q.device) // group_size
+    return (q - zero.double()[:, g]) * scale[:, g]
 
 
 def _seq_positions(x, layout):
@@ -640,7 +670,8 @@ UNVERIFIED_ON_GPU = {"RMSNormBwdOp", "LayerNormBwdOp", "SwigluOAIAndMulFwdOp",
                      "MoeGroupedGemmNopadFwdOp", "GroupedGemmFwdOp", "MoeGateUpFwdOp", "MoeUnpermuteFwdOp",
                      "SSDStatePassingFwdOp", "CBProducerFwdOp", "MultiHeadAttentionDecodePagedWithKVCacheFwdOp",
                      "GroupedQueryAttentionDecodePagedWithKVCacheFwdOp", "GroupedQueryAttentionSlidingWindowVarlenFwdOp",
-                     "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeNeoxPositionIdsFwdOp", "GLAFwdOp", "SSDChunkScanFwdOp"}
+                     "RopeNeoxFwdOp", "RopeNonNeoxFwdOp", "RopeNeoxPositionIdsFwdOp", "GLAFwdOp", "SSDChunkScanFwdOp",
+                     "DaCumsumFwdOp", "SSDChunkStateFwdOp", "GemmW4A16FwdOp"}
 
 
 def _oracle_cases():
