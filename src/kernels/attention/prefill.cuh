@@ -5,10 +5,11 @@
 // the tensors' rows). PAGED (packed queries): request b's keys are the n_b = cache_seqlens[b] tokens
 // of a paged cache, logical token p at pool row block_table[b, p / page_size] * page_size +
 // p % page_size (n_b clamped to [0, pages * page_size]; a page outside the pool reads as zeros), then
-// its own len_q new rows of k and v. A cache of T is copied as it is (kPagedDirect), or read through
-// registers as round_T(cache * scale) (kPagedScaled; kPagedFp8: a float8_e4m3fn cache), the scales
-// read on the device (nullptr: 1). Query i of a request sits at key position i + len_kv - len_q and attends key j
-// when j <= that position (causal), j >= position - left (left >= 0) and j <= position + right
+// its own len_q new rows of k and v. A cache of T is copied as it is (kPagedDirect); with scales
+// (kPagedScaled) or as float8_e4m3fn (kPagedFp8, 8 bytes a chunk into the chunk's upper half) it is
+// copied the same way and, once landed, made round_T(cache * scale) in shared memory by the thread
+// that copied it; the scales are read on the device (nullptr: 1). Query i of a request sits at key
+// position i + len_kv - len_q and attends key j when j <= that position (causal), j >= position - left (left >= 0) and j <= position + right
 // (right >= 0); a row that attends nothing is zeros. Scores are optionally soft-capped,
 // softcap * tanh(s / softcap) (softcap > 0).
 //
@@ -53,17 +54,22 @@ __device__ __forceinline__ float cache_to_float(fp8_e4m3 v) { return e4m3_to_flo
 template <typename T>
 __device__ __forceinline__ float cache_to_float(T v) { return to_float(v); }
 
-// 8 elements of a cache row times a scale, rounded to T, as one 16-byte chunk.
+// 8 bytes global -> shared, asynchronously (zeros when !valid): a chunk of 8 float8_e4m3fn values.
+__device__ __forceinline__ void copy8(unsigned dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
+}
+
+// A landed 16-byte chunk of a cached row, in place: its 8 cache values (16-bit: the whole chunk;
+// float8_e4m3fn: its upper 8 bytes, where the copy put them) times a scale, rounded to T.
 template <typename T, typename C>
-__device__ __forceinline__ uint4 scaled_chunk(const C* src, float scale) {
+__device__ __forceinline__ void scale_chunk(T* chunk, float scale) {
   alignas(16) C in[8];
-  if constexpr (sizeof(C) == 1) *reinterpret_cast<uint2*>(in) = *reinterpret_cast<const uint2*>(src);
-  else *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(src);
-  uint4 out;
-  T* o = reinterpret_cast<T*>(&out);
+  if constexpr (sizeof(C) == 1) *reinterpret_cast<uint2*>(in) = *reinterpret_cast<const uint2*>(chunk + 4);
+  else *reinterpret_cast<uint4*>(in) = *reinterpret_cast<const uint4*>(chunk);
+  alignas(16) T out[8];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) o[e] = from_float<T>(__fmul_rn(cache_to_float(in[e]), scale));
-  return out;
+  for (int e = 0; e < 8; ++e) out[e] = from_float<T>(__fmul_rn(cache_to_float(in[e]), scale));
+  *reinterpret_cast<uint4*>(chunk) = *reinterpret_cast<const uint4*>(out);
 }
 
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
@@ -168,15 +174,14 @@ __global__ void __launch_bounds__(prefill::kThreads, PAGED == prefill::kUnpaged 
             const int page = block_table[static_cast<long long>(b) * pages + t / page_size];
             ok = page >= 0 && page < pool_pages;
             row = ok ? static_cast<long long>(page) * page_size + t % page_size : 0;
-            const long long at = row * kv_row + kvh * D + c * 8;
-            if constexpr (PAGED == kPagedDirect) {
-              kr = k_pages + kvh * D, vr = v_pages + kvh * D;
-            } else {  // through registers: round_T(cache * scale), zeros outside the pool
-              T* dk = sk + swizzle<D>(r, c);
-              const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-              *reinterpret_cast<uint4*>(dk) = ok ? scaled_chunk<T>(k_pages + at, ks) : zero;
-              *reinterpret_cast<uint4*>(dk + TILE) = ok ? scaled_chunk<T>(v_pages + at, vs) : zero;
+            if constexpr (PAGED == kPagedFp8) {  // the raw bytes into the chunk's upper half: scale_cached() widens them
+              const long long at = row * kv_row + kvh * D + c * 8;
+              const unsigned dst = mma::smem_address(sk + swizzle<D>(r, c) + 4);
+              copy8(dst, k_pages + at, ok);
+              copy8(dst + TILE * 2, v_pages + at, ok);
               continue;
+            } else {
+              kr = reinterpret_cast<const T*>(k_pages) + kvh * D, vr = reinterpret_cast<const T*>(v_pages) + kvh * D;
             }
           } else {
             row = ok ? t - n_old : 0;
@@ -186,6 +191,18 @@ __global__ void __launch_bounds__(prefill::kThreads, PAGED == prefill::kUnpaged 
         const unsigned dst = mma::smem_address(sk + swizzle<D>(r, c));
         mma::copy16(dst, kr + off, ok);
         mma::copy16(dst + TILE * 2, vr + off, ok);
+      }
+    };
+    // A scaled cache's rows of landed tile i as round_T(cache * scale), in place; each thread takes the
+    // chunks it copied (a row outside the pool landed as zeros and stays zeros).
+    auto scale_cached = [&](int i) {
+      T* sk = skv + (i % STAGES) * 2 * TILE;
+      for (int idx = threadIdx.x; idx < kTile * CH; idx += kThreads) {
+        const int r = idx / CH, c = idx % CH, t = (tile_lo + i) * kTile + r;
+        if (t < n_old) {
+          scale_chunk<T, CacheType<T, PAGED>>(sk + swizzle<D>(r, c), ks);
+          scale_chunk<T, CacheType<T, PAGED>>(sk + TILE + swizzle<D>(r, c), vs);
+        }
       }
     };
 #pragma unroll
@@ -211,6 +228,12 @@ __global__ void __launch_bounds__(prefill::kThreads, PAGED == prefill::kUnpaged 
       mma::commit();  // one group an iteration, empty or not: the wait below counts them
       mma::wait<STAGES - 1>();
       __syncthreads();
+      if constexpr (PAGED >= kPagedScaled) {
+        if ((tile_lo + i) * kTile < n_old) {  // the tile holds cached rows (a CTA-uniform test)
+          scale_cached(i);
+          __syncthreads();
+        }
+      }
       const T* sk = skv + (i % STAGES) * 2 * TILE;
       const T* sv = sk + TILE;
 
