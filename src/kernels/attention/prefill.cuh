@@ -44,12 +44,6 @@ template <typename T> struct CacheOf<true, T> { using type = fp8_e4m3; };
 template <typename T, int PAGED>
 using CacheType = typename CacheOf<PAGED == kPagedFp8, T>::type;
 
-__device__ __forceinline__ float e4m3_to_float(unsigned char b) {
-  const unsigned sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
-  if (e == 15u && m == 7u) return __uint_as_float(sign | 0x7fc00000u);  // e4m3fn's only NaN
-  if (e == 0u) return sign ? -0.001953125f * m : 0.001953125f * m;  // subnormal: m * 2^-9
-  return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
-}
 __device__ __forceinline__ float cache_to_float(fp8_e4m3 v) { return e4m3_to_float(v.bits); }
 template <typename T>
 __device__ __forceinline__ float cache_to_float(T v) { return to_float(v); }

@@ -1,5 +1,6 @@
-// float8_e4m3fn storage and the float32 -> e4m3fn conversion shared by the quantising kernels
-// (RMSNorm*QuantFwdOp in norm/rms_norm_fwd.cuh, FP8QuantFwdOp in quantization/fp8_quant_fwd.cuh).
+// float8_e4m3fn storage and its conversions: float32 -> e4m3fn for the quantising kernels
+// (RMSNorm*QuantFwdOp in norm/rms_norm_fwd.cuh, FP8QuantFwdOp in quantization/fp8_quant_fwd.cuh),
+// e4m3fn -> float32 for the paged prefill's FP8 cache (attention/prefill.cuh).
 // Torch-free, no fp8 intrinsics: any arch.
 #pragma once
 
@@ -25,6 +26,14 @@ __device__ __forceinline__ unsigned char to_e4m3(float v) {
 __device__ __forceinline__ unsigned char to_e4m3_sat(float v) {
   if (v != v) return 0x7fu;
   return to_e4m3(fmaxf(-448.f, fminf(v, 448.f)));
+}
+
+// float8_e4m3fn to float32, exactly: bias 7, subnormals m * 2^-9, 0x7f / 0xff the only NaNs.
+__device__ __forceinline__ float e4m3_to_float(unsigned char b) {
+  const unsigned sign = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return __uint_as_float(sign | 0x7fc00000u);
+  if (e == 0u) return sign ? -0.001953125f * m : 0.001953125f * m;
+  return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
 }
 
 }  // namespace tileops
