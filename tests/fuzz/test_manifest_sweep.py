@@ -16,7 +16,7 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
   - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
     naming the operator and the rule;
   - where the entry's ref_api is a torch function taking the op's arguments in schema order, or a
-    formula written out below in float64 (REF_API_CALLS; 181 of the 193 contract rows in all), the
+    formula written out below in float64 (REF_API_CALLS; 191 of the 193 contract rows in all), the
     answer is that oracle's on the inputs widened to float64, within one rounding to the result's
     dtype; an in-place op's answer is what it writes.
 """
@@ -490,7 +490,7 @@ REF_API_CALLS = {
     "SSDChunkScanFwdOp": lambda x, p: _chunk_scan(*x),
     "DaCumsumFwdOp": lambda x, p: _da_cumsum(*x, p),
     "SSDChunkStateFwdOp": lambda x, p: _chunk_state(*x),
-    "GemmW4A16FwdOp": lambda x, p: x[0] @ _w4_weight(*x[1:], p["group_size"]).T,
+    "GemmW4A16FwdOp": lambda x, p: x[0] @ _w4_weight(*x[1:], p).T,
     # in-place RoPEs: the answer is the rotated q and k (what the op writes)
     "RopeNeoxCachedFwdOp": lambda x, p: _cached_rope(*x),
     "RopeNonNeoxCachedFwdOp": lambda x, p: _cached_rope(*x, pairs=True),
@@ -523,6 +523,19 @@ REF_API_CALLS = {
     "MHCPreFwdOp": lambda x, p: _mhc_pre(*x, p),
     "EngramGateConvFwdOp": lambda x, p: _engram_gate_conv(*x, p["eps"]),
     "EngramDecodeFwdOp": lambda x, p: _engram_decode(*x, p),
+    "GatedDeltaNetBHTDFwdOp": lambda x, p: _delta_train(*x, p["chunk_size"]),
+    "GatedDeltaNetBTHDFwdOp": lambda x, p: (lambda o, h, a: (o.transpose(1, 2), h, *[a.transpose(1, 2)] * 2))(
+        *_delta_train(*(t.transpose(1, 2) for t in x), p["chunk_size"])[:3]),
+    "DeltaNetFwdOp": lambda x, p: _delta_train(x[0], x[1], x[2], None, x[3], p["chunk_size"]),
+    "GatedDeltaNetBwdOp": lambda x, p: _delta_grads(x[0], x[1:6], x[6], p["chunk_size"]),
+    "DeltaNetBwdOp": lambda x, p: _delta_grads(x[0], [*x[1:4], None, x[4]], x[5], p["chunk_size"]),
+    "GLABwdOp": lambda x, p: _gla_grads(*x, p["chunk_size"], p["scale"]),
+    "EngramGateConvBwdOp": lambda x, p: _grads_with_saved(x, p["eps"]),
+    "FP8LightningIndexerFwdOp": lambda x, p: _indexer(*x, *[None] * (6 - len(x)), p=p),
+    "FusedMoEExpertsNopadPersistent3WGFwdOp": lambda x, p: _fused_experts(
+        x[1:4], x[4], x[5], x[8] if len(x) > 8 else None, p),
+    "FusedMoeFwdOp": lambda x, p: _fused_experts([x[0], x[2], x[3]], *_route(x[1], x[4] if len(x) > 4 else None, p),
+                                                 None, p),
     "MoePermuteNopadFwdOp": lambda x, p: _permute_nopad(x[0], x[1], x[2] if len(x) > 2 else None,
                                                                         p["num_experts_local"]),
 }
@@ -604,18 +617,25 @@ def _mhc_pre(phi, x, bias, p):
     return (mix @ streams).flatten(1), (pre[:, :, None] * streams).sum(1), post
 
 
-def _engram_gate(h, k, v, w_h, w_v, eps):
-    # Engram's gate: alpha from the normed h . normed k (one weight), vhat = alpha v, u = RMS(vhat) w_v
-    rr = lambda t: torch.rsqrt(t.pow(2).mean(-1) + eps)  # noqa: E731
-    rh, rk = rr(h), rr(k)
-    alpha = torch.sigmoid((h * rh[..., None] * w_h * k * rk[..., None] * w_h).sum(-1) / math.sqrt(h.shape[-1]))
-    vhat = alpha[..., None] * v
-    rv = rr(vhat)
+def _engram_gate(h, k, v, w_h, w_v, eps, saved=None):
+    # Engram's gate: alpha from the normed h . normed k (one weight), vhat = alpha v, u = RMS(vhat) w_v.
+    # With saved statistics, each is its saved value and its derivative is taken at that value:
+    # rsqrt(mean(x^2) + eps)' = -r^3 x / d, sigmoid' = alpha (1 - alpha)
+    def rr(x, name):
+        if saved is None:
+            return torch.rsqrt(x.pow(2).mean(-1) + eps)
+        r, sq = saved[name], x.pow(2).sum(-1)
+        return r - r.pow(3) / (2 * x.shape[-1]) * (sq - sq.detach())
+    rh, rk = rr(h, "rh"), rr(k, "rk")
+    s = (h * rh[..., None] * w_h * k * rk[..., None] * w_h).sum(-1) / math.sqrt(h.shape[-1])
+    alpha = torch.sigmoid(s) if saved is None else saved["alpha"] * (1 + (1 - saved["alpha"]) * (s - s.detach()))
+    vhat = alpha[..., None] * v if saved is None else _as(saved["vhat"], alpha[..., None] * v)
+    rv = rr(vhat, "rv")
     return vhat, vhat * rv[..., None] * w_v, alpha, rh, rk, rv
 
 
-def _engram_gate_conv(h, k, v, w_h, w_v, conv_w, eps):
-    vhat, u, alpha, rh, rk, rv = _engram_gate(h, k, v, w_h, w_v, eps)
+def _engram_gate_conv(h, k, v, w_h, w_v, conv_w, eps, saved=None):
+    vhat, u, alpha, rh, rk, rv = _engram_gate(h, k, v, w_h, w_v, eps, saved)
     taps = conv_w.shape[0]
     padded = torch.cat([u.new_zeros(u.shape[0], taps - 1, u.shape[2]), u], 1)
     c = sum(conv_w[j] * padded[:, j:j + u.shape[1]] for j in range(taps))     # tap taps-1 is the current row
@@ -628,6 +648,118 @@ def _engram_decode(e, h, state, w_k, w_v, w_h, w_rv, conv_w, p):
     s = torch.cat([state.new_zeros(state.shape[0], length - state.shape[1], state.shape[2]), state], 1)
     c = conv_w[taps - 1] * u + sum(conv_w[j] * s[:, length - (taps - 1 - j) * p["dilation"]] for j in range(taps - 1))
     return F.silu(c) + vhat, torch.cat([s[:, 1:], u[:, None]], 1)
+
+
+def _as(value, traced):
+    # value in the forward, traced's gradient in the backward: a state or statistic read as given
+    return value + (traced - traced.detach())
+
+
+def _delta_run(q, k, v, g, beta, chunk, starts=None):
+    # [B, H, S, ...] through the (gated) delta step from a zero state, or with the state entering
+    # chunk c read as starts[:, :, c]: (o, the states at chunk starts and the final one)
+    state = q.new_zeros(q.shape[0], q.shape[1], q.shape[3], v.shape[3])
+    outs, states = [], []
+    for t in range(q.shape[2]):
+        if t % chunk == 0:
+            state = state if starts is None else _as(starts[:, :, t // chunk], state)
+            states.append(state)
+        decay = torch.exp(g[:, :, t]) if g is not None else 1.0
+        o, state = _delta_step(q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t], state, decay)
+        outs.append(o)
+    return torch.stack(outs, 2), torch.stack(states + [state], 2)
+
+
+def _wy_inverse(k, beta, g, chunk):
+    # per chunk: A = (I + strict_lower(diag(beta) (exp(G_i - G_j) k_i . k_j)))^-1, G the prefix sums of g
+    kc, bc = k.unflatten(2, (-1, chunk)), beta.unflatten(2, (-1, chunk))
+    gc = g.unflatten(2, (-1, chunk)).cumsum(-1) if g is not None else torch.zeros_like(bc)
+    m = bc[..., None] * torch.exp(gc[..., :, None] - gc[..., None, :]) * (kc @ kc.transpose(-1, -2))
+    return torch.linalg.inv(torch.eye(chunk, dtype=k.dtype, device=k.device) + m.tril(-1))
+
+
+def _delta_train(q, k, v, g, beta, chunk):
+    # the training forward: o, h, aw = au = A; DeltaNet's (no g) adds w = A diag(beta) K, u = A diag(beta) V
+    o, h = _delta_run(q, k, v, g, beta, chunk)
+    a = _wy_inverse(k, beta, g, chunk)
+    rows = a.flatten(2, 3)
+    if g is not None:
+        return o, h, rows, rows
+    scaled = lambda t: beta.unflatten(2, (-1, chunk))[..., None] * t.unflatten(2, (-1, chunk))  # noqa: E731
+    return o, h, rows, rows, (a @ scaled(k)).flatten(2, 3), (a @ scaled(v)).flatten(2, 3)
+
+
+def _delta_grads(dout, inputs, h, chunk):
+    # gradients of sum(o * dout) through the token recurrence, each chunk entered with h's state
+    leaves = [t if t is None else t.detach().clone().requires_grad_() for t in inputs]  # q, k, v, g?, beta
+    o, _ = _delta_run(*leaves, chunk, starts=h)
+    return torch.autograd.grad(o, [t for t in leaves if t is not None], dout)
+
+
+def _gla_grads(q, k, v, g, h, dout, dht, chunk, scale):
+    # [B, S, H, ...]: gradients of sum(o * dout) + sum(final_state * dht), chunk c entered with h[:, c]
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, g)]
+    q, k, v, g = leaves
+    scale = scale if scale > 0 else q.shape[-1] ** -0.5
+    state, outs = h[:, 0], []
+    for t in range(q.shape[1]):
+        if t % chunk == 0:
+            state = _as(h[:, t // chunk], state)
+        state = torch.exp(g[:, t])[..., None] * state + torch.einsum("bhk,bhv->bhkv", k[:, t], v[:, t])
+        outs.append(scale * torch.einsum("bhkv,bhk->bhv", state, q[:, t]))
+    return torch.autograd.grad((torch.stack(outs, 1), state), leaves, (dout, dht))
+
+
+def _grads_with_saved(x, eps):
+    # EngramGateConvBwdOp: y's gradients, the forward's statistics (vhat, alpha, rrms_*) read as saved
+    dy, saved = x[0], dict(zip(("vhat", "alpha", "rh", "rk", "rv"), x[7:12]))
+    leaves = [t.detach().clone().requires_grad_() for t in x[1:7]]
+    y = _engram_gate_conv(*leaves, eps, saved=saved)[0]
+    return torch.autograd.grad(y, leaves, dy)
+
+
+def _indexer(q, k, weights, ks, ke, k_scale, *, p):
+    # per (b, s, n, g): sum over the group's heads of relu(q8 . k8) weights[s, h], times k's scale
+    if p["input_dtype"] == torch.bfloat16:  # the op's own quantisation, in float32 as it is defined
+        q = q.to(torch.float8_e4m3fn).double()
+        k_scale = k.float().abs().amax(-1).clamp(min=1e-4) / 448
+        k = (k.float() * (1 / k_scale)[..., None]).to(torch.float8_e4m3fn).double()
+    k_scale = k_scale.double() if k_scale is not None else torch.ones(k.shape[:3], dtype=torch.float64,
+                                                                      device=k.device)
+    rep = q.shape[2] // k.shape[2]
+    dots = torch.einsum("bshd,bnhd->bsnh", q, k.repeat_interleave(rep, 2)).relu() * weights[None, :, None, :]
+    logits = dots.unflatten(3, (k.shape[2], rep)).sum(-1) * k_scale[:, None]
+    if p["clean_logits"]:
+        n = k.shape[1]
+        for s in range(q.shape[1]):
+            lo = min(max(int(ks[s]), 0), n)
+            hi = min(max(int(ke[s]), lo), n)
+            logits[:, s, :lo], logits[:, s, hi:] = float("-inf"), float("-inf")
+    return logits
+
+
+def _route(logits, bias, p):
+    # scores by softmax or sigmoid; top_k by score (+ bias), ties to the lower expert; weights the scores
+    scores = logits.softmax(-1) if p["scoring_func"] == "softmax" else logits.sigmoid()
+    pick = scores + bias if bias is not None else scores
+    ids = torch.tensor([sorted(range(scores.shape[1]), key=lambda e: (-float(row[e]), e))[:p["top_k"]]
+                        for row in pick], device=logits.device)
+    weights = scores.gather(1, ids)
+    return (weights / weights.sum(1, keepdim=True) if p["renormalize"] else weights), ids
+
+
+def _fused_experts(tensors, weights, ids, expert_map, p):
+    # each route: act(gate) * up rounded, the down product rounded, weighted sums, scaled, rounded once
+    hidden, w_gate_up, w_down = tensors
+    act = F.silu if p["activation"] == "silu_and_mul" else F.gelu
+    out = torch.zeros_like(hidden)
+    for t in range(ids.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j]) if expert_map is None else int(expert_map[ids[t, j]])
+            if e >= 0:
+                gate, up = (w_gate_up[e] @ hidden[t]).chunk(2)
+                out[t] += weights[t, j] * _rounded(w_down[e] @ _rounded(act(gate) * up, p), p)
+    return out * p["routed_scaling_factor"]
 
 
 def _rotate(x, cos, sin, pairs=False):
@@ -713,9 +845,11 @@ def _paged_prefill(q, k_new, v_new, k_pages, v_pages, k_scale, v_scale, cu_q, ca
     for b in range(cache_len.shape[0]):
         n, lo, hi = int(cache_len[b]), int(cu_q[b]), int(cu_q[b + 1])
         qb, kb = q[lo:hi], k_new[lo:hi]
-        if p["fuse_rope"]:
-            pos = torch.arange(n, n + hi - lo, device=q.device)[:, None]
-            qb, kb = (_rope(t, pos, p["rope_base"], p["rotary_dim"] or q.shape[-1]) for t in (qb, kb))
+        if p["fuse_rope"]:  # RopeNeoxPositionIdsFwdOp's: its table and its answer in q's dtype
+            half = (p["rotary_dim"] or q.shape[-1]) // 2
+            steps = torch.arange(half, dtype=torch.float64, device=q.device) / half
+            angle = torch.arange(n, n + hi - lo, device=q.device)[:, None, None] * p["rope_base"] ** -steps
+            qb, kb = (_rounded(_rotate(t, _rounded(angle.cos(), p), _rounded(angle.sin(), p)), p) for t in (qb, kb))
         keys = torch.cat([gather_pages(k_pages, table[b], n, p["page_size"]) * (1 if k_scale is None else k_scale), kb])
         vals = torch.cat([gather_pages(v_pages, table[b], n, p["page_size"]) * (1 if v_scale is None else v_scale),
                           v_new[lo:hi]])
@@ -799,11 +933,11 @@ def _chunk_state(x, bmat, dt, da, seq_idx):
     return torch.einsum("bhcq,bcqhp,bcqhn->bchpn", w, x.unflatten(1, (nc, q)), bm)
 
 
-def _w4_weight(packed, scale, zero, group_size):
-    # w[n, k] = (q[n, k] - zero) * s, nibbles low = even k; kept in float64 (the oracle's one rounding)
+def _w4_weight(packed, scale, zero, p):
+    # w[n, k] = T((q[n, k] - zero) * T(s)), nibbles low = even k: the 16-bit weight the entry defines
     q = torch.stack([packed & 15, packed >> 4], -1).flatten(1).double()
-    g = torch.arange(q.shape[1], device=q.device) // group_size
-    return (q - zero.double()[:, g]) * scale[:, g]
+    g = torch.arange(q.shape[1], device=q.device) // p["group_size"]
+    return _rounded((q - zero.double()[:, g]) * _rounded(scale, p)[:, g], p)
 
 
 def _seq_positions(x, layout):
@@ -971,7 +1105,9 @@ UNVERIFIED_ON_GPU = {"RMSNormBwdOp", "LayerNormBwdOp", "SwigluOAIAndMulFwdOp",
                      "MoePermuteNopadFwdOp", "FP8QuantFwdOp", "RMSNormStaticQuantFwdOp",
                      "FusedAddRMSNormStaticQuantFwdOp", "RMSNormDynamicQuantFwdOp", "FusedAddRMSNormDynamicQuantFwdOp",
                      "BatchNormBwdOp", "GemmFp8FwdOp", "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp", "MHCPreFwdOp",
-                     "EngramGateConvFwdOp", "EngramDecodeFwdOp"}
+                     "EngramGateConvFwdOp", "EngramDecodeFwdOp", "GatedDeltaNetBHTDFwdOp", "GatedDeltaNetBTHDFwdOp",
+                     "DeltaNetFwdOp", "GatedDeltaNetBwdOp", "DeltaNetBwdOp", "GLABwdOp", "EngramGateConvBwdOp",
+                     "FP8LightningIndexerFwdOp", "FusedMoEExpertsNopadPersistent3WGFwdOp", "FusedMoeFwdOp"}
 
 
 def _oracle_cases():
