@@ -15,8 +15,8 @@ its contract row exists. The calls are the contract registry's (tests/contracts/
     sizes by an expression turns false, is refused naming the operator and the rule;
   - each shape rule bounding a param by a number, broken by the nearest value it refuses, is refused
     naming the operator and the rule;
-  - where the entry's ref_api is a torch function taking the op's arguments in schema order, or a
-    formula written out below in float64 (REF_API_CALLS; all 193 contract rows), the
+  - every contract row has a float64 oracle: the entry's ref_api where it is a torch function taking
+    the op's arguments in schema order, else its formula written out below (REF_API_CALLS). The
     answer is that oracle's on the inputs widened to float64, within one rounding to the result's
     dtype; an in-place op's answer is what it writes.
 """
@@ -518,8 +518,8 @@ REF_API_CALLS = {
     "FusedAddRMSNormDynamicQuantFwdOp": lambda x, p: (lambda s: (
         *_per_row_quantised(_rms_rounded(s, x[2], p), x[3] if len(x) > 3 else None, p), s))(_rounded(x[0] + x[1], p)),
     "BatchNormBwdOp": lambda x, p: _batch_norm_bwd(*x),
-    "GemmFp8FwdOp": lambda x, p: (x[0] * _k_blocks(x[2], x[0].shape[1])) @ (x[1] * _k_blocks(x[3], x[1].shape[1])).T
-    + (x[4] if len(x) > 4 and x[4] is not None else 0),
+    "GemmFp8FwdOp": lambda x, p: ((x[0] * _k_blocks(x[2], x[0].shape[1])) @ (x[1] * _k_blocks(x[3], x[1].shape[1])).T
+                                  + (x[4] if len(x) > 4 and x[4] is not None else 0)),
     "DeepSeekSparseAttentionDecodeWithKVCacheFwdOp": lambda x, p: _sparse_decode(*x, p),
     "MHCPreFwdOp": lambda x, p: _mhc_pre(*x, p),
     "EngramGateConvFwdOp": lambda x, p: _engram_gate_conv(*x, p["eps"]),
@@ -540,7 +540,7 @@ REF_API_CALLS = {
     "DropoutFwdOp": lambda x, p: _dropped(x[0], p),
     "DropoutBwdOp": lambda x, p: _dropped(x[0], p),
     "MoePermuteNopadFwdOp": lambda x, p: _permute_nopad(x[0], x[1], x[2] if len(x) > 2 else None,
-                                                                        p["num_experts_local"]),
+                                                        p["num_experts_local"]),
 }
 
 
@@ -588,7 +588,8 @@ def _k_blocks(scale, k):
 
 
 def _sparse_decode(q, kv, indices, p):
-    # per (b, s, h): the slots of its KV group's index list that are in range (and causal), each once
+    # per (b, s, h): the slots of its KV group's index list that are in range (and causal); a repeated
+    # index counts once per slot
     b_n, s_n, h_n, d = q.shape
     dv, group = d - p["dim_tail"], h_n // kv.shape[2]
     scale = p["sm_scale"] if p["sm_scale"] is not None else d ** -0.5
