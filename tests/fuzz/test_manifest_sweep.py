@@ -425,9 +425,9 @@ REF_API_CALLS = {
     "Conv1dFwdOp": lambda x, p: _conv(F.conv1d, x, p),
     "Conv2dFwdOp": lambda x, p: _conv(F.conv2d, x, p),
     "Conv3dFwdOp": lambda x, p: _conv(F.conv3d, x, p),
-    "MaxPool1dIndicesFwdOp": lambda x, p: F.max_pool1d(x[0], **_own(p), return_indices=True),
-    "MaxPool2dIndicesFwdOp": lambda x, p: F.max_pool2d(x[0], **_own(p), return_indices=True),
-    "MaxPool3dIndicesFwdOp": lambda x, p: F.max_pool3d(x[0], **_own(p), return_indices=True),
+    "MaxPool1dIndicesFwdOp": lambda x, p: F.max_pool1d(x[0], **p, return_indices=True),
+    "MaxPool2dIndicesFwdOp": lambda x, p: F.max_pool2d(x[0], **p, return_indices=True),
+    "MaxPool3dIndicesFwdOp": lambda x, p: F.max_pool3d(x[0], **p, return_indices=True),
     "AdaptiveMaxPool2dIndicesFwdOp": lambda x, p: F.adaptive_max_pool2d(x[0], p["output_size"], return_indices=True),
     "MultiHeadAttentionFwdOp": lambda x, p: _sdpa(*x[:3], p["is_causal"]),
     "GroupedQueryAttentionFwdOp": lambda x, p: _sdpa(*x[:3], p["is_causal"], gqa=True),
@@ -544,9 +544,12 @@ REF_API_CALLS = {
 }
 
 
-def _own(p):
-    # the entry's params, without the input dtype _float64_oracle adds for the formulas that round
-    return {k: v for k, v in p.items() if k != "input_dtype"}
+# Formulas that round to T, the dtype of the call's first floating input (their entries say where):
+# _float64_oracle gives them T as params["input_dtype"].
+ROUNDS_TO_INPUT_DTYPE = {"RMSNormStaticQuantFwdOp", "FusedAddRMSNormStaticQuantFwdOp", "RMSNormDynamicQuantFwdOp",
+                         "FusedAddRMSNormDynamicQuantFwdOp", "FP8LightningIndexerFwdOp",
+                         "FusedMoEExpertsNopadPersistent3WGFwdOp", "FusedMoeFwdOp",
+                         "GroupedQueryAttentionPrefillPagedWithKVCacheFwdOp", "GemmW4A16FwdOp"}
 
 
 def _rounded(t, p):
@@ -856,10 +859,8 @@ def _paged_prefill(q, k_new, v_new, k_pages, v_pages, k_scale, v_scale, cu_q, ca
         n, lo, hi = int(cache_len[b]), int(cu_q[b]), int(cu_q[b + 1])
         qb, kb = q[lo:hi], k_new[lo:hi]
         if p["fuse_rope"]:  # RopeNeoxPositionIdsFwdOp's: its table and its answer in q's dtype
-            half = (p["rotary_dim"] or q.shape[-1]) // 2
-            steps = torch.arange(half, dtype=torch.float64, device=q.device) / half
-            angle = torch.arange(n, n + hi - lo, device=q.device)[:, None, None] * p["rope_base"] ** -steps
-            qb, kb = (_rounded(_rotate(t, _rounded(angle.cos(), p), _rounded(angle.sin(), p)), p) for t in (qb, kb))
+            pos = torch.arange(n, n + hi - lo, device=q.device)[:, None]
+            qb, kb = (_rope(t, pos, p["rope_base"], p["rotary_dim"] or q.shape[-1], rounded=p) for t in (qb, kb))
         keys = torch.cat([gather_pages(k_pages, table[b], n, p["page_size"]) * (1 if k_scale is None else k_scale), kb])
         vals = torch.cat([gather_pages(v_pages, table[b], n, p["page_size"]) * (1 if v_scale is None else v_scale),
                           v_new[lo:hi]])
@@ -871,12 +872,8 @@ def _paged_prefill(q, k_new, v_new, k_pages, v_pages, k_scale, v_scale, cu_q, ca
 
 def _gdn_prefill(q, k, v, g, beta):
     # [B, H, S, ...]: GatedDeltaNetDecodeFwdOp's step per token from a zero state: (o, final state)
-    state = q.new_zeros(q.shape[0], q.shape[1], q.shape[3], v.shape[3])
-    outs = []
-    for t in range(q.shape[2]):
-        o, state = _delta_step(q[:, :, t], k[:, :, t], v[:, :, t], beta[:, :, t], state, torch.exp(g[:, :, t]))
-        outs.append(o)
-    return torch.stack(outs, 2), state
+    o, states = _delta_run(q, k, v, g, beta, q.shape[2])
+    return o, states[:, :, -1]
 
 
 def _topk_in_ranges(score, starts, ends, topk):
@@ -957,11 +954,14 @@ def _seq_positions(x, layout):
     return torch.arange(s, device=x.device).view(s, *([1] * (x.dim() - 2 if layout == "1d" else x.dim() - 3)))
 
 
-def _rope(x, pos, base, rot, pairs=False):
-    # the first `rot` dims rotated by angle pos * base^(-i / half): Neox halves, or adjacent pairs
+def _rope(x, pos, base, rot, pairs=False, rounded=None):
+    # the first `rot` dims rotated by angle pos * base^(-i / half): Neox halves, or adjacent pairs;
+    # with rounded (params holding input_dtype), the table and the answer rounded to that dtype
     half = rot // 2
     ang = pos.double()[..., None] * base ** (-torch.arange(half, dtype=torch.float64, device=x.device) / half)
-    return _rotate(x, ang.cos(), ang.sin(), pairs)
+    if rounded is None:
+        return _rotate(x, ang.cos(), ang.sin(), pairs)
+    return _rounded(_rotate(x, _rounded(ang.cos(), rounded), _rounded(ang.sin(), rounded), pairs), rounded)
 
 
 def _gla(q, k, v, g, initial, scale):
@@ -1077,8 +1077,10 @@ def _float64_oracle(op_class, op, inputs):
     params = {p["name"]: getattr(op, p["name"]) for p in entry["params"]}
     wide = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs]
     if op_class in REF_API_CALLS:
-        first = next((a.dtype for a in inputs if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
-        return flat(REF_API_CALLS[op_class](wide, dict(params, input_dtype=first)))
+        if op_class in ROUNDS_TO_INPUT_DTYPE:
+            params["input_dtype"] = next(a.dtype for a in inputs
+                                         if isinstance(a, torch.Tensor) and a.is_floating_point())
+        return flat(REF_API_CALLS[op_class](wide, params))
     if not re.fullmatch(r"torch(\.\w+)+", entry["ref_api"] or ""):
         return None
     fn = eval(entry["ref_api"], {"torch": torch})  # a dotted name in torch, e.g. torch.nn.functional.silu
